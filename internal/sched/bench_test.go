@@ -1,0 +1,124 @@
+package sched
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkCycle measures one op = submit one job + assign one job (Pull) +
+// complete one job, with a given number of jobs already queued over 10,000
+// distinct keys (each limited to 5 running) and a mix of FIFO and random
+// queues at two priorities. It reports B/queued, the heap the core holds per
+// queued job. Run with:
+//
+//	go test -run '^$' -bench BenchmarkCycle -benchmem ./internal/sched/
+func BenchmarkCycle(b *testing.B) {
+	for _, queued := range []int{1_000, 10_000, 100_000, 1_000_000} {
+		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) { benchCycle(b, queued) })
+	}
+}
+
+const benchKeys = 10_000
+
+type cycleBench struct {
+	s       *Scheduler
+	rng     *rand.Rand
+	next    int
+	running []Assignment // ring of running attempts, oldest at head
+	head    int
+	keys    []string
+	queues  []string
+}
+
+func newCycleBench(b *testing.B) *cycleBench {
+	clk := newClock()
+	s, err := New(Config{Now: clk.Now, Rand: rand.New(rand.NewPCG(1, 2))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cb := &cycleBench{s: s, rng: rand.New(rand.NewPCG(3, 4))}
+	for i, spec := range []QueueSpec{
+		{Name: "scan-high", Priority: 10, Order: OrderRandom},
+		{Name: "web-high", Priority: 10, Order: OrderFIFO},
+		{Name: "scan-low", Priority: 0, Order: OrderRandom},
+		{Name: "web-low", Priority: 0, Order: OrderFIFO},
+	} {
+		if err := s.DefineQueue(spec); err != nil {
+			b.Fatal(err)
+		}
+		cb.queues = append(cb.queues, spec.Name)
+		_ = i
+	}
+	if err := s.SetKeyLimit("net:*", 5); err != nil {
+		b.Fatal(err)
+	}
+	for i := range benchKeys {
+		cb.keys = append(cb.keys, "net:10."+strconv.Itoa(i/256)+"."+strconv.Itoa(i%256)+".0/24")
+	}
+	if err := s.AddWorker(WorkerSpec{ID: "agent", Slots: 64}); err != nil {
+		b.Fatal(err)
+	}
+	return cb
+}
+
+func (cb *cycleBench) submit(b *testing.B) {
+	cb.next++
+	err := cb.s.Submit(JobSpec{
+		ID:    "j" + strconv.Itoa(cb.next),
+		Queue: cb.queues[cb.next%len(cb.queues)],
+		Keys:  []string{cb.keys[cb.rng.IntN(len(cb.keys))]},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func (cb *cycleBench) pull(b *testing.B) {
+	as, err := cb.s.Pull("agent", 1)
+	if err != nil || len(as) != 1 {
+		b.Fatalf("pull: %v %v", as, err)
+	}
+	cb.running = append(cb.running, as[0])
+	if cb.head > len(cb.running)/2 { // slide the ring's live part down
+		n := copy(cb.running, cb.running[cb.head:])
+		cb.running, cb.head = cb.running[:n], 0
+	}
+}
+
+func (cb *cycleBench) completeOldest(b *testing.B) {
+	a := cb.running[cb.head]
+	cb.head++
+	if ack := cb.s.Complete(a.JobID, a.Attempt, Succeeded); ack.Ignored {
+		b.Fatalf("completion of %s ignored", a.JobID)
+	}
+}
+
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func benchCycle(b *testing.B, queued int) {
+	cb := newCycleBench(b)
+	before := heapInUse()
+	for range queued {
+		cb.submit(b)
+	}
+	perJob := float64(heapInUse()-before) / float64(queued)
+	for range 32 { // a steady load of running jobs
+		cb.pull(b)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		cb.submit(b)
+		cb.pull(b)
+		cb.completeOldest(b)
+	}
+	b.ReportMetric(perJob, "B/queued")
+	runtime.KeepAlive(cb)
+}

@@ -1,0 +1,228 @@
+package sched
+
+import (
+	"fmt"
+	"time"
+)
+
+// cycle is one turn of seed 000's queue cycle for the workers of pool p (or
+// for the single agent pull when it asks): queues in priority order, ties at
+// random; in each, the tier steps; then, if no worker of the pool is free,
+// every default task goes to tier 0 and a random interactive task is halted
+// to free its slot. It returns the job to start and its worker, or nil when
+// the cycle is over and the scheduler waits for a running job to finish.
+// Tiers ignored in one queue stay ignored for the rest of the cycle.
+func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
+	below := len(s.tiers)
+	queues := s.scratch[:0]
+	if only != nil {
+		if !only.spec.Paused {
+			queues = append(queues, only)
+		}
+	} else {
+		queues = s.queueOrder()
+	}
+	for _, q := range queues {
+		if !p.serves(q) {
+			continue
+		}
+		h := s.tierSteps(q, &below, s.head(q, below))
+		if h == nil {
+			continue
+		}
+		if pull != nil {
+			return h, pull
+		}
+		if len(p.free) == 0 {
+			s.downgradeAll()
+			s.haltForQueue(p)
+		}
+		if len(p.free) == 0 {
+			return nil, nil
+		}
+		return h, p.free[0]
+	}
+	return nil, nil
+}
+
+// Dispatch runs the queue cycle until it is over and returns the jobs it
+// pushed to free push workers. Call it after anything that may let a job
+// start: a submission, a completion, a new worker, a Tick. Downgrades and
+// halts it decides are reported by Events.
+func (s *Scheduler) Dispatch() []Assignment {
+	var out []Assignment
+	for _, p := range s.poolList {
+		if p.pushers == 0 {
+			continue
+		}
+		for {
+			j, w := s.cycle(p, nil, nil)
+			if j == nil {
+				break
+			}
+			s.dequeue(j)
+			out = append(out, s.start(j, w))
+		}
+	}
+	return out
+}
+
+// Pull hands up to max jobs to the worker that asks, all from the
+// highest-priority queue it serves that has ready work (at most that queue's
+// Batch), never more than its free slots. Asking renews its lease.
+func (s *Scheduler) Pull(workerID string, max int) ([]Assignment, error) {
+	w, ok := s.workers[workerID]
+	if !ok {
+		return nil, fmt.Errorf("worker %q: %w", workerID, ErrUnknownWorker)
+	}
+	if max < 0 {
+		return nil, fmt.Errorf("%w: %d is negative", ErrInvalidBatch, max)
+	}
+	s.renew(w)
+	n := min(max, w.free())
+	var out []Assignment
+	var from *queue
+	for len(out) < n {
+		j, _ := s.cycle(w.pool, w, from)
+		if j == nil {
+			break
+		}
+		from = j.queue
+		s.dequeue(j)
+		out = append(out, s.start(j, w))
+		if b := from.spec.Batch; b > 0 && len(out) >= b {
+			break
+		}
+	}
+	return out, nil
+}
+
+// start runs a job (already out of its queue) on worker w. A default task
+// gets the slowest tier the limits allow.
+func (s *Scheduler) start(j *job, w *worker) Assignment {
+	tier := int(j.tier)
+	if j.isDefault() {
+		tier = max(0, s.largestTier())
+	}
+	r := s.newRun()
+	s.startSeq++
+	*r = runInfo{worker: w, started: s.nowNS(), startSeq: s.startSeq, tier: int8(tier)}
+	j.run, j.state = r, stateRunning
+	j.attempt++
+	s.running[tier]++
+	if j.isDefault() {
+		s.addToSet(&s.defaults[tier], j)
+	} else if j.isInteractive() {
+		s.addToSet(&s.interactive, j)
+	}
+	s.hold(j.bucket)
+	r.wpos = int32(len(w.jobs))
+	w.jobs = append(w.jobs, j)
+	if w.free() <= 0 {
+		w.pool.dropFree(w)
+	}
+	j.queue.running++
+	s.stats.Started++
+	a := Assignment{JobID: j.id, Queue: j.queue.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
+		Tier: tier, Duration: s.tiers[tier].Duration, Default: j.isDefault(), Interactive: j.isInteractive()}
+	if a.Interactive {
+		a.Duration = 0
+	}
+	return a
+}
+
+// release ends a job's running attempt: its tier slot, gates and worker slot
+// are free again.
+func (s *Scheduler) release(j *job) {
+	r := j.run
+	s.running[r.tier]--
+	if j.isDefault() {
+		s.removeFromSet(&s.defaults[r.tier], j)
+	} else if j.isInteractive() {
+		s.removeFromSet(&s.interactive, j)
+	}
+	s.unhold(j.bucket)
+	w := r.worker
+	last := len(w.jobs) - 1
+	if int(r.wpos) != last {
+		w.jobs[r.wpos] = w.jobs[last]
+		w.jobs[r.wpos].run.wpos = r.wpos
+	}
+	w.jobs[last] = nil
+	w.jobs = w.jobs[:last]
+	w.pool.addFree(w)
+	j.queue.running--
+	j.run = nil
+	s.runFree = append(s.runFree, r)
+}
+
+func (s *Scheduler) newRun() *runInfo {
+	if n := len(s.runFree); n > 0 {
+		r := s.runFree[n-1]
+		s.runFree = s.runFree[:n-1]
+		return r
+	}
+	return new(runInfo)
+}
+
+// Complete reports the end of a job's attempt. A repeated report, a report
+// for an unknown job or for an attempt that is no longer current is
+// acknowledged and ignored. A failed attempt is retried by the job's policy.
+func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
+	j, ok := s.jobs[id]
+	if !ok || j.state != stateRunning || int(j.attempt) != attempt {
+		return Ack{Ignored: true}
+	}
+	if !j.isInteractive() {
+		s.learned.observe(s, j, time.Duration(s.nowNS()-j.run.started))
+	}
+	s.release(j)
+	if outcome == Succeeded {
+		s.stats.Succeeded++
+		s.forget(j, true)
+		return Ack{}
+	}
+	if j.isInteractive() {
+		s.stats.Failed++
+		s.forget(j, false)
+		return Ack{}
+	}
+	again, at := s.retryOrFail(j)
+	return Ack{Retrying: again, RetryAt: at}
+}
+
+// Cancel withdraws a job in any state. A running job's slot is freed at once
+// and EventStopped tells the driver to stop it. Its dependants are cancelled
+// (EventCancelled) unless they run after failures.
+func (s *Scheduler) Cancel(id string) error {
+	j, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("job %q: %w", id, ErrUnknownJob)
+	}
+	s.cancel(j, false)
+	return nil
+}
+
+// cancel withdraws j; announce says whether the driver must be told with
+// EventCancelled (it did not ask for this cancellation itself).
+func (s *Scheduler) cancel(j *job, announce bool) {
+	q := j.queue
+	switch j.state {
+	case stateQueued:
+		s.dequeue(j)
+	case stateWaiting:
+		q.waiting--
+	case stateDelayed:
+		s.delayed.remove(int(j.hidx))
+		q.delayed--
+	case stateRunning:
+		w, attempt := j.run.worker, int(j.attempt)
+		s.release(j)
+		s.emit(Event{Kind: EventStopped, JobID: j.id, WorkerID: w.id, Attempt: attempt})
+	}
+	s.stats.Cancelled++
+	if announce {
+		s.emit(Event{Kind: EventCancelled, JobID: j.id})
+	}
+	s.forget(j, false)
+}

@@ -1,0 +1,204 @@
+package sched
+
+// The core's ordered sets. Each element remembers its index so that it can
+// be removed or re-keyed in O(log n); entries carry their sort key inline so
+// that sifting touches only the heap's own memory.
+
+// jobHeap orders jobs by sort key (priority, then arrival); a job's hidx is
+// its index here. The same type serves the delayed-retry heap, keyed by the
+// time the job becomes ready.
+type jobHeap []jobEntry
+
+type jobEntry struct {
+	key uint64
+	j   *job
+}
+
+func (h *jobHeap) push(key uint64, j *job) {
+	*h = append(*h, jobEntry{key, j})
+	i := len(*h) - 1
+	j.hidx = int32(i)
+	h.up(i)
+}
+
+func (h jobHeap) top() *job {
+	if len(h) == 0 {
+		return nil
+	}
+	return h[0].j
+}
+
+// add appends without ordering: the heap is used as a plain set (the
+// buckets of random queues).
+func (h *jobHeap) add(key uint64, j *job) {
+	j.hidx = int32(len(*h))
+	*h = append(*h, jobEntry{key, j})
+}
+
+// swapRemove takes out element i of a plain set.
+func (h *jobHeap) swapRemove(i int) {
+	old := *h
+	n := len(old) - 1
+	j := old[i].j
+	if i != n {
+		old[i] = old[n]
+		old[i].j.hidx = int32(i)
+	}
+	old[n] = jobEntry{}
+	*h = old[:n]
+	j.hidx = -1
+}
+
+// remove takes out the element at index i and returns it.
+func (h *jobHeap) remove(i int) *job {
+	old := *h
+	n := len(old) - 1
+	j := old[i].j
+	if i != n {
+		old[i] = old[n]
+		old[i].j.hidx = int32(i)
+	}
+	old[n] = jobEntry{}
+	*h = old[:n]
+	if i != n {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+	j.hidx = -1
+	return j
+}
+
+func (h jobHeap) up(i int) {
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].key <= e.key {
+			break
+		}
+		h[i] = h[p]
+		h[i].j.hidx = int32(i)
+		i = p
+	}
+	h[i] = e
+	e.j.hidx = int32(i)
+}
+
+func (h jobHeap) down(i0 int) bool {
+	e := h[i0]
+	i, n := i0, len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].key < h[c].key {
+			c = r
+		}
+		if e.key <= h[c].key {
+			break
+		}
+		h[i] = h[c]
+		h[i].j.hidx = int32(i)
+		i = c
+	}
+	h[i] = e
+	e.j.hidx = int32(i)
+	return i > i0
+}
+
+// bucketHeap holds a queue's ready buckets for one tier, keyed by the sort
+// key of each bucket's first job of that tier. Unordered heaps (random
+// queues) are plain sets. A bucket's qpos[tier] is its index here.
+type bucketHeap struct {
+	tier    int
+	ordered bool
+	items   []bucketEntry
+}
+
+type bucketEntry struct {
+	key uint64
+	b   *bucket
+}
+
+func (h *bucketHeap) len() int { return len(h.items) }
+
+func (h *bucketHeap) setPos(i int) { h.items[i].b.qpos[h.tier] = int32(i) }
+
+func (h *bucketHeap) push(key uint64, b *bucket) {
+	h.items = append(h.items, bucketEntry{key, b})
+	i := len(h.items) - 1
+	h.setPos(i)
+	if h.ordered {
+		h.up(i)
+	}
+}
+
+func (h *bucketHeap) remove(i int) {
+	n := len(h.items) - 1
+	b := h.items[i].b
+	if i != n {
+		h.items[i] = h.items[n]
+		h.setPos(i)
+	}
+	h.items[n] = bucketEntry{}
+	h.items = h.items[:n]
+	if i != n && h.ordered {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+	b.qpos[h.tier] = -1
+}
+
+// rekey changes the key of the entry at index i.
+func (h *bucketHeap) rekey(i int, key uint64) {
+	old := h.items[i].key
+	h.items[i].key = key
+	if !h.ordered {
+		return
+	}
+	if key < old {
+		h.up(i)
+	} else {
+		h.down(i)
+	}
+}
+
+func (h *bucketHeap) up(i int) {
+	e := h.items[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.items[p].key <= e.key {
+			break
+		}
+		h.items[i] = h.items[p]
+		h.setPos(i)
+		i = p
+	}
+	h.items[i] = e
+	h.setPos(i)
+}
+
+func (h *bucketHeap) down(i0 int) bool {
+	e := h.items[i0]
+	i, n := i0, len(h.items)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h.items[r].key < h.items[c].key {
+			c = r
+		}
+		if e.key <= h.items[c].key {
+			break
+		}
+		h.items[i] = h.items[c]
+		h.setPos(i)
+		i = c
+	}
+	h.items[i] = e
+	h.setPos(i)
+	return i > i0
+}

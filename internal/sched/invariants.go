@@ -1,0 +1,402 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+)
+
+// CheckInvariants recounts the whole state from the jobs and compares it
+// with every counter and index the core keeps (DESIGN §3.3): limits never
+// exceeded (every tier, key, group and worker; a limit lowered under load
+// only forbids new starts), no read with a write, every job in exactly one
+// state and one place, counters equal to their recount, and the ready index
+// exactly the open buckets. It returns all violations found, joined.
+func (s *Scheduler) CheckInvariants() error {
+	c := &checker{s: s}
+	c.jobs()
+	c.tiers()
+	c.gates()
+	c.buckets()
+	c.workers()
+	c.queues()
+	return errors.Join(c.errs...)
+}
+
+type checker struct {
+	s    *Scheduler
+	errs []error
+}
+
+func (c *checker) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// jobs checks that each job sits where its state says, and only there.
+func (c *checker) jobs() {
+	s := c.s
+	for id, j := range s.jobs {
+		if j.id != id {
+			c.fail("job %q filed under %q", j.id, id)
+		}
+		if _, ok := s.queues[j.queue.spec.Name]; !ok || s.queues[j.queue.spec.Name] != j.queue {
+			c.fail("job %q: queue %q is gone", id, j.queue.spec.Name)
+		}
+		if (j.run != nil) != (j.state == stateRunning) {
+			c.fail("job %q: state %d but run info %v", id, j.state, j.run != nil)
+		}
+		switch j.state {
+		case stateQueued:
+			c.inQueueHeap(j)
+		case stateDelayed:
+			if int(j.hidx) >= len(s.delayed) || j.hidx < 0 || s.delayed[j.hidx].j != j {
+				c.fail("delayed job %q is not in the delayed heap", id)
+			}
+		case stateWaiting:
+			if j.deps == nil || j.deps.pending <= 0 {
+				c.fail("waiting job %q has no pending dependency", id)
+			}
+		case stateRunning:
+			c.running(j)
+		default:
+			c.fail("job %q in state %d is still filed", id, j.state)
+		}
+	}
+}
+
+func (c *checker) inQueueHeap(j *job) {
+	if j.queue.strictOrder() {
+		h := j.queue.strict
+		if j.hidx < 0 || int(j.hidx) >= len(h) || h[j.hidx].j != j {
+			c.fail("queued job %q is not in its strict queue", j.id)
+		}
+		return
+	}
+	if j.bucket.tiers == nil {
+		c.fail("queued job %q: bucket has no tier heaps", j.id)
+		return
+	}
+	h := j.bucket.tiers[j.tier]
+	if j.hidx < 0 || int(j.hidx) >= len(h) || h[j.hidx].j != j {
+		c.fail("queued job %q is not in its bucket", j.id)
+	}
+	if j.deps != nil && j.deps.pending != 0 {
+		c.fail("queued job %q has %d pending dependencies", j.id, j.deps.pending)
+	}
+}
+
+func (c *checker) running(j *job) {
+	r := j.run
+	if r == nil {
+		return
+	}
+	w := r.worker
+	if c.s.workers[w.id] != w {
+		c.fail("job %q runs on unknown worker %q", j.id, w.id)
+	}
+	if int(r.wpos) >= len(w.jobs) || w.jobs[r.wpos] != j {
+		c.fail("job %q is not in its worker's list", j.id)
+	}
+	if j.isDefault() && (int(r.cpos) >= len(c.s.defaults[r.tier]) || c.s.defaults[r.tier][r.cpos] != j) {
+		c.fail("default job %q is not in the default set of tier %d", j.id, r.tier)
+	}
+	if j.isInteractive() && (int(r.cpos) >= len(c.s.interactive) || c.s.interactive[r.cpos] != j) {
+		c.fail("interactive job %q is not in the interactive set", j.id)
+	}
+	if j.isInteractive() && r.tier != 0 {
+		c.fail("interactive job %q runs in tier %d", j.id, r.tier)
+	}
+}
+
+// tiers recounts running jobs per tier and checks the nested limits.
+func (c *checker) tiers() {
+	s := c.s
+	n := len(s.tiers)
+	count := make([]int, n)
+	defaults := make([]int, n)
+	interactive := 0
+	for _, j := range s.jobs {
+		if j.state != stateRunning {
+			continue
+		}
+		count[j.run.tier]++
+		if j.isDefault() {
+			defaults[j.run.tier]++
+		}
+		if j.isInteractive() {
+			interactive++
+		}
+	}
+	for t := range n {
+		if count[t] != s.running[t] {
+			c.fail("tier %d: counter %d, recount %d", t, s.running[t], count[t])
+		}
+		if defaults[t] != len(s.defaults[t]) {
+			c.fail("tier %d: %d default jobs in the set, recount %d", t, len(s.defaults[t]), defaults[t])
+		}
+	}
+	if interactive != len(s.interactive) {
+		c.fail("interactive set %d, recount %d", len(s.interactive), interactive)
+	}
+	for k := range n {
+		if s.count(k) > s.limits[k] && c.startedSince(s.tierLow[k], func(j *job) bool { return int(j.run.tier) >= k }) {
+			c.fail("tier %d: %d running, limit %d", k, s.count(k), s.limits[k])
+		}
+		if k > 0 && s.limits[k] > s.limits[k-1] {
+			c.fail("tier %d: limit %d above tier %d's %d", k, s.limits[k], k-1, s.limits[k-1])
+		}
+	}
+}
+
+// startedSince says whether a running job matching f started after seq: a
+// count above a limit is legal only when the limit fell under load and no
+// job has started against it since.
+func (c *checker) startedSince(seq uint64, f func(*job) bool) bool {
+	for _, j := range c.s.jobs {
+		if j.state == stateRunning && j.run.startSeq > seq && f(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// gates recounts holders of every key, group and mode.
+func (c *checker) gates() {
+	s := c.s
+	holders := map[*gate]int{}
+	for _, j := range s.jobs {
+		if j.state == stateRunning {
+			for _, g := range j.bucket.gates {
+				holders[g]++
+			}
+		}
+	}
+	check := func(g *gate) {
+		if holders[g] != g.running {
+			c.fail("gate %s: counter %d, recount %d", g.label(), g.running, holders[g])
+		}
+		if g.closed != g.shouldClose() {
+			c.fail("gate %s: closed=%v but rule says %v", g.label(), g.closed, g.shouldClose())
+		}
+		if g.kind != gateMode && g.running > g.limit {
+			holds := func(j *job) bool { return slicesContains(j.bucket.gates, g) }
+			if g.kind == gateGroup || c.startedSince(g.lowered, holds) {
+				c.fail("gate %s: %d running, limit %d", g.label(), g.running, g.limit)
+			}
+		}
+	}
+	for name, g := range s.keyGates {
+		if g.name != name || g.kind != gateKey {
+			c.fail("key gate %q filed as %q", g.name, name)
+		}
+		check(g)
+	}
+	for _, g := range s.groups {
+		check(g)
+	}
+	check(s.reads)
+	check(s.writes)
+	if s.reads.running > 0 && s.writes.running > 0 {
+		c.fail("%d reads and %d writes run together", s.reads.running, s.writes.running)
+	}
+}
+
+func slicesContains(gs []*gate, g *gate) bool {
+	for _, x := range gs {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// buckets checks references, closed counts and the ready index.
+func (c *checker) buckets() {
+	s := c.s
+	refs := map[*bucket]int{}
+	queued := map[*bucket]int{}
+	live := map[*gate]int{}
+	for _, j := range s.jobs {
+		refs[j.bucket]++
+		if j.state == stateQueued {
+			queued[j.bucket]++
+		}
+		if s.buckets[j.bucket.key] != j.bucket {
+			c.fail("job %q: bucket is not filed", j.id)
+		}
+	}
+	for bk, b := range s.buckets {
+		if b.refs != refs[b] || b.idle != (b.refs == 0) {
+			c.fail("bucket %q of %s: refs %d, recount %d", bk.sig, bk.queue.spec.Name, b.refs, refs[b])
+		}
+		if b.queued != queued[b] {
+			c.fail("bucket %q of %s: queued %d, recount %d", bk.sig, bk.queue.spec.Name, b.queued, queued[b])
+		}
+		for _, g := range b.gates {
+			if b.refs > 0 {
+				live[g]++
+			}
+		}
+		closed := int32(0)
+		for i, g := range b.gates {
+			if g.closed {
+				closed++
+			}
+			if int(b.gpos[i]) >= len(g.buckets) || g.buckets[b.gpos[i]] != b {
+				c.fail("bucket %q: not listed by gate %s", bk.sig, g.label())
+			}
+		}
+		if closed != b.closed {
+			c.fail("bucket %q: closed %d, recount %d", bk.sig, b.closed, closed)
+		}
+		for t, h := range b.tiers {
+			visible := b.closed == 0 && len(h) > 0
+			if visible != (b.qpos[t] >= 0) {
+				c.fail("bucket %q tier %d: in ready index %v, should be %v", bk.sig, t, b.qpos[t] >= 0, visible)
+			} else if visible {
+				e := b.queue.ready[t].items[b.qpos[t]]
+				if e.b != b || e.key != h[0].key {
+					c.fail("bucket %q tier %d: ready index entry is stale", bk.sig, t)
+				}
+			}
+		}
+	}
+	c.liveGates(live)
+}
+
+// liveGates checks each gate's count of live buckets against a recount.
+func (c *checker) liveGates(live map[*gate]int) {
+	s := c.s
+	for _, gs := range []map[string]*gate{s.keyGates, s.groups} {
+		for _, g := range gs {
+			if g.live != live[g] {
+				c.fail("gate %s: %d live buckets, recount %d", g.label(), g.live, live[g])
+			}
+		}
+	}
+}
+
+// workers recounts slots and checks that free lists are right.
+func (c *checker) workers() {
+	s := c.s
+	slots := 0
+	for id, w := range s.workers {
+		slots += w.slots
+		if w.id != id {
+			c.fail("worker %q filed under %q", w.id, id)
+		}
+		if len(w.jobs) > w.slots && c.startedSince(w.lowered, func(j *job) bool { return j.run.worker == w }) {
+			c.fail("worker %q: %d jobs on %d slots", id, len(w.jobs), w.slots)
+		}
+		shouldBeFree := w.push && w.free() > 0
+		if shouldBeFree != (w.fpos >= 0) {
+			c.fail("worker %q: in free list %v, should be %v", id, w.fpos >= 0, shouldBeFree)
+		}
+		for _, j := range w.jobs {
+			if j.run == nil || j.run.worker != w || s.jobs[j.id] != j {
+				c.fail("worker %q lists job %q that does not run there", id, j.id)
+			}
+		}
+	}
+	if slots != s.totalSlots {
+		c.fail("total slots %d, recount %d", s.totalSlots, slots)
+	}
+}
+
+// queues recounts each queue's jobs per state.
+func (c *checker) queues() {
+	s := c.s
+	type counts struct{ queued, waiting, delayed, running int }
+	per := map[*queue]*counts{}
+	for _, q := range s.queues {
+		per[q] = &counts{}
+	}
+	for _, j := range s.jobs {
+		n := per[j.queue]
+		if n == nil {
+			continue
+		}
+		switch j.state {
+		case stateQueued:
+			n.queued++
+		case stateWaiting:
+			n.waiting++
+		case stateDelayed:
+			n.delayed++
+		case stateRunning:
+			n.running++
+		}
+	}
+	for name, q := range s.queues {
+		n := per[q]
+		if n.queued != q.queued || n.waiting != q.waiting || n.delayed != q.delayed || n.running != q.running {
+			c.fail("queue %q: counters %d/%d/%d/%d queued/waiting/delayed/running, recount %d/%d/%d/%d",
+				name, q.queued, q.waiting, q.delayed, q.running, n.queued, n.waiting, n.delayed, n.running)
+		}
+		if q.strictOrder() && len(q.strict) != q.queued {
+			c.fail("strict queue %q: heap %d, queued %d", name, len(q.strict), q.queued)
+		}
+		for t := range q.ready {
+			c.readyIndex(name, q, t)
+		}
+	}
+}
+
+// readyIndex checks one tier's ready index: every entry's bucket points
+// back at it, belongs to the queue, and (FIFO) the heap order holds.
+func (c *checker) readyIndex(name string, q *queue, t int) {
+	h := &q.ready[t]
+	if q.strictOrder() && h.len() > 0 {
+		c.fail("strict queue %q has a ready index", name)
+	}
+	for i, e := range h.items {
+		if e.b.queue != q || int(e.b.qpos[t]) != i {
+			c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
+		}
+		if p := (i - 1) / 2; h.ordered && i > 0 && h.items[p].key > e.key {
+			c.fail("queue %q tier %d: heap order broken at %d", name, t, i)
+		}
+	}
+}
+
+// Idle reports whether nothing is queued, waiting, delayed or running and
+// every counter is back at zero.
+func (s *Scheduler) Idle() error {
+	var errs []error
+	if len(s.jobs) != 0 {
+		errs = append(errs, fmt.Errorf("%d jobs still known", len(s.jobs)))
+	}
+	for t, n := range s.running {
+		if n != 0 {
+			errs = append(errs, fmt.Errorf("tier %d counts %d running", t, n))
+		}
+	}
+	for _, gs := range []map[string]*gate{s.keyGates, s.groups} {
+		for _, g := range gs {
+			if g.running != 0 || g.live != 0 {
+				errs = append(errs, fmt.Errorf("gate %s: %d running, %d live buckets", g.label(), g.running, g.live))
+			}
+		}
+	}
+	if s.reads.running != 0 || s.writes.running != 0 {
+		errs = append(errs, fmt.Errorf("%d reads, %d writes counted", s.reads.running, s.writes.running))
+	}
+	for _, b := range s.buckets {
+		if b.refs != 0 || b.queued != 0 {
+			errs = append(errs, fmt.Errorf("bucket %q of %s holds %d jobs", b.key.sig, b.key.queue.spec.Name, b.refs))
+		}
+	}
+	for name, q := range s.queues {
+		if q.queued+q.waiting+q.delayed+q.running != 0 {
+			errs = append(errs, fmt.Errorf("queue %q counts jobs", name))
+		}
+		for t := range q.ready {
+			if q.ready[t].len() != 0 {
+				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
+			}
+		}
+	}
+	if len(s.delayed) != 0 || len(s.interactive) != 0 {
+		errs = append(errs, fmt.Errorf("delayed %d, interactive %d", len(s.delayed), len(s.interactive)))
+	}
+	return errors.Join(errs...)
+}

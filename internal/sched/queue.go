@@ -1,0 +1,282 @@
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// queue holds a queue's ready jobs. FIFO and random queues keep, per tier, the
+// buckets whose gates are open (ordered by each bucket's first job for
+// FIFO); a strict queue keeps one heap of all its ready jobs, since only its
+// head may start.
+type queue struct {
+	spec   QueueSpec
+	ready  []bucketHeap
+	strict jobHeap
+
+	queued, waiting, delayed, running int
+}
+
+func (q *queue) strictOrder() bool { return q.spec.Order == OrderStrict }
+
+// DefineQueue creates a queue or updates an existing one. Changing the order
+// of a queue re-files its ready jobs.
+func (s *Scheduler) DefineQueue(spec QueueSpec) error {
+	if spec.Name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidQueue)
+	}
+	if spec.Order > OrderRandom {
+		return fmt.Errorf("%w: queue %q: unknown order %d", ErrInvalidQueue, spec.Name, spec.Order)
+	}
+	if spec.Batch < 0 {
+		return fmt.Errorf("queue %q: %w: %d is negative", spec.Name, ErrInvalidBatch, spec.Batch)
+	}
+	if err := validateRetry(&spec.Retry); err != nil {
+		return fmt.Errorf("queue %q: %w", spec.Name, err)
+	}
+	spec.Requires = dedupe(spec.Requires)
+	q, ok := s.queues[spec.Name]
+	if !ok {
+		q = &queue{spec: spec}
+		q.resetReady(len(s.tiers))
+		s.queues[spec.Name] = q
+	} else {
+		reorder := q.spec.Order != spec.Order
+		q.spec = spec
+		if reorder {
+			s.refile(q)
+		}
+	}
+	s.sortQueues()
+	return nil
+}
+
+// RemoveQueue deletes a queue. It is refused while the queue has running
+// jobs; its waiting, delayed and queued jobs are cancelled (with their
+// dependants, as for any cancellation).
+func (s *Scheduler) RemoveQueue(name string) error {
+	q, ok := s.queues[name]
+	if !ok {
+		return fmt.Errorf("queue %q: %w", name, ErrUnknownQueue)
+	}
+	if q.running > 0 {
+		return fmt.Errorf("queue %q: %w (%d)", name, ErrQueueBusy, q.running)
+	}
+	var victims []*job
+	for _, j := range s.jobs {
+		if j.queue == q {
+			victims = append(victims, j)
+		}
+	}
+	slices.SortFunc(victims, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
+	for _, j := range victims {
+		if j.state != stateDone {
+			s.cancel(j, true)
+		}
+	}
+	for _, b := range s.idleList {
+		if b.queue == q && b.idle && s.buckets[b.key] == b {
+			s.dropBucket(b)
+		}
+	}
+	delete(s.queues, name)
+	s.sortQueues()
+	return nil
+}
+
+func (s *Scheduler) sortQueues() {
+	s.byPrio = s.byPrio[:0]
+	for _, q := range s.queues {
+		s.byPrio = append(s.byPrio, q)
+	}
+	slices.SortFunc(s.byPrio, func(a, b *queue) int {
+		if c := cmp.Compare(b.spec.Priority, a.spec.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.spec.Name, b.spec.Name)
+	})
+}
+
+// queueOrder lists active queues by priority, shuffling each run of equal
+// priorities so that ties are broken at random.
+func (s *Scheduler) queueOrder() []*queue {
+	out := s.scratch[:0]
+	for _, q := range s.byPrio {
+		if !q.spec.Paused {
+			out = append(out, q)
+		}
+	}
+	for i := 0; i < len(out); {
+		k := i + 1
+		for k < len(out) && out[k].spec.Priority == out[i].spec.Priority {
+			k++
+		}
+		if k-i > 1 {
+			run := out[i:k]
+			s.rng.Shuffle(len(run), func(a, b int) { run[a], run[b] = run[b], run[a] })
+		}
+		i = k
+	}
+	s.scratch = out
+	return out
+}
+
+func (q *queue) resetReady(tiers int) {
+	q.ready = make([]bucketHeap, tiers)
+	for t := range q.ready {
+		q.ready[t] = bucketHeap{tier: t, ordered: q.spec.Order == OrderFIFO}
+	}
+	q.strict = nil
+}
+
+// refile moves a queue's ready jobs into the structures of its new order.
+func (s *Scheduler) refile(q *queue) {
+	var ready []*job
+	for _, j := range s.jobs {
+		if j.queue == q && j.state == stateQueued {
+			ready = append(ready, j)
+		}
+	}
+	slices.SortFunc(ready, func(a, b *job) int { return cmp.Compare(a.key, b.key) })
+	q.resetReady(len(s.tiers))
+	q.queued -= len(ready)
+	// Buckets of a strict queue carry no per-tier heaps and vice versa.
+	for bk, b := range s.buckets {
+		if bk.queue != q {
+			continue
+		}
+		b.queued = 0
+		if q.strictOrder() {
+			b.tiers, b.qpos = nil, nil
+		} else {
+			b.tiers = make([]jobHeap, len(s.tiers))
+			b.qpos = make([]int32, len(s.tiers))
+			for t := range b.qpos {
+				b.qpos[t] = -1
+			}
+		}
+	}
+	for _, j := range ready {
+		s.enqueue(j)
+	}
+}
+
+// enqueue files a ready job in its queue.
+func (s *Scheduler) enqueue(j *job) {
+	q := j.queue
+	j.state = stateQueued
+	q.queued++
+	j.bucket.queued++
+	if q.strictOrder() {
+		q.strict.push(j.key, j)
+		return
+	}
+	b, t := j.bucket, int(j.tier)
+	h := &b.tiers[t]
+	if q.spec.Order == OrderRandom {
+		h.add(j.key, j)
+	} else {
+		h.push(j.key, j)
+	}
+	if b.closed > 0 {
+		return
+	}
+	if b.qpos[t] < 0 {
+		q.ready[t].push(j.key, b)
+	} else if j.hidx == 0 {
+		q.ready[t].rekey(int(b.qpos[t]), j.key)
+	}
+}
+
+// dequeue takes a queued job out of its queue.
+func (s *Scheduler) dequeue(j *job) {
+	q := j.queue
+	q.queued--
+	j.bucket.queued--
+	if q.strictOrder() {
+		q.strict.remove(int(j.hidx))
+		return
+	}
+	b, t := j.bucket, int(j.tier)
+	h := &b.tiers[t]
+	wasFirst := j.hidx == 0
+	if q.spec.Order == OrderRandom {
+		h.swapRemove(int(j.hidx))
+	} else {
+		h.remove(int(j.hidx))
+	}
+	if b.qpos[t] < 0 {
+		return
+	}
+	if len(*h) == 0 {
+		q.ready[t].remove(int(b.qpos[t]))
+	} else if wasFirst {
+		q.ready[t].rekey(int(b.qpos[t]), (*h)[0].key)
+	}
+}
+
+// hide takes a bucket whose gate closed out of the ready index.
+func (q *queue) hide(b *bucket) {
+	for t, pos := range b.qpos {
+		if pos >= 0 {
+			q.ready[t].remove(int(pos))
+		}
+	}
+}
+
+// show puts a bucket whose gates all opened back into the ready index.
+func (q *queue) show(b *bucket) {
+	for t := range b.tiers {
+		if h := b.tiers[t]; len(h) > 0 {
+			q.ready[t].push(h[0].key, b)
+		}
+	}
+}
+
+// head returns the queue's next admissible job among tiers below limit, or
+// nil: for FIFO the first in order, for random a random one, for strict the
+// head itself if nothing blocks it.
+func (s *Scheduler) head(q *queue, below int) *job {
+	switch q.spec.Order {
+	case OrderStrict:
+		j := q.strict.top()
+		if j == nil || j.bucket.closed > 0 || int(j.tier) >= below {
+			return nil
+		}
+		return j
+	case OrderRandom:
+		return s.randomHead(q, below)
+	}
+	var best *bucketEntry
+	bestTier := 0
+	for t := 0; t < below; t++ {
+		if h := &q.ready[t]; len(h.items) > 0 && (best == nil || h.items[0].key < best.key) {
+			best, bestTier = &h.items[0], t
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.b.tiers[bestTier][0].j
+}
+
+func (s *Scheduler) randomHead(q *queue, below int) *job {
+	total := 0
+	for t := 0; t < below; t++ {
+		total += q.ready[t].len()
+	}
+	if total == 0 {
+		return nil
+	}
+	r := s.rng.IntN(total)
+	for t := 0; t < below; t++ {
+		if n := q.ready[t].len(); r >= n {
+			r -= n
+			continue
+		}
+		jobs := q.ready[t].items[r].b.tiers[t]
+		return jobs[s.rng.IntN(len(jobs))].j
+	}
+	return nil
+}

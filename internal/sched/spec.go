@@ -1,0 +1,159 @@
+package sched
+
+import (
+	"errors"
+	"time"
+)
+
+// Mode is a job's access mode for seed 002's read/write rule: running jobs
+// that have a mode are all reads or all writes.
+type Mode uint8
+
+// Access modes.
+const (
+	ModeNone Mode = iota
+	ModeRead
+	ModeWrite
+)
+
+// String returns "none", "read" or "write".
+func (m Mode) String() string {
+	switch m {
+	case ModeRead:
+		return "read"
+	case ModeWrite:
+		return "write"
+	}
+	return "none"
+}
+
+// Order is how a queue picks its next job.
+type Order uint8
+
+// Queue orders.
+const (
+	// OrderFIFO starts the first admissible job in arrival order, skipping
+	// blocked ones (seed 000's cycle).
+	OrderFIFO Order = iota
+	// OrderStrict starts only the head; nothing overtakes a blocked head
+	// (seed 002).
+	OrderStrict
+	// OrderRandom starts a random admissible job among ready keys (seed 004).
+	OrderRandom
+)
+
+// String returns "fifo", "strict" or "random".
+func (o Order) String() string {
+	switch o {
+	case OrderStrict:
+		return "strict"
+	case OrderRandom:
+		return "random"
+	}
+	return "fifo"
+}
+
+// RetryPolicy says how often a failed job runs again and how long it waits
+// first. A job runs at most MaxAttempts times (0 and 1 both mean once). The
+// wait before attempt n+1 is Backoff·2^(n-1), at most MaxBackoff when set.
+type RetryPolicy struct {
+	MaxAttempts int
+	Backoff     time.Duration
+	MaxBackoff  time.Duration
+}
+
+// QueueSpec defines a queue.
+type QueueSpec struct {
+	Name string
+	// Priority orders queues: a worker gets work from the highest-priority
+	// queue it can serve that has ready work; ties are broken at random.
+	Priority int
+	// Requires lists the capabilities a worker must offer to be served.
+	Requires []string
+	Order    Order
+	// Batch caps the jobs one Pull takes from this queue (0: no cap).
+	Batch int
+	// Paused stops the queue from starting jobs; it still accepts them.
+	Paused bool
+	// Retry is the policy of jobs that do not set their own.
+	Retry RetryPolicy
+}
+
+// JobSpec describes a job to submit.
+type JobSpec struct {
+	ID    string
+	Queue string
+	// Tier is the job's duration tier (0 = fastest). Ignored when Default.
+	Tier int
+	// Default marks seed 000's "default" task: no fixed duration, queued as
+	// a fast task, started in the largest tier the limits allow and
+	// downgraded when others need the room.
+	Default bool
+	// Priority orders jobs inside a queue (higher first; FIFO among equals).
+	// Range: -32768..32767.
+	Priority int
+	// Keys are limit keys (seed 004): the job starts only while every key has
+	// fewer running holders than its limit.
+	Keys []string
+	// Group makes the job exclusive within the group (seed 002): at most one
+	// running job per group, across all queues.
+	Group string
+	Mode  Mode
+	// After lists jobs that must succeed before this one starts (seed 003).
+	After []string
+	// RunAfterFailure lets the job run once its dependencies have finished,
+	// even when one of them failed or was cancelled.
+	RunAfterFailure bool
+	// Retry overrides the queue's retry policy when non-nil.
+	Retry *RetryPolicy
+}
+
+// Edge says that job To depends on job From.
+type Edge struct {
+	From, To string
+}
+
+// WorkerSpec reports a worker (an Asymptote backend or an agent).
+type WorkerSpec struct {
+	ID           string
+	Capabilities []string
+	// Slots is how many jobs the worker runs at once (at least 1).
+	Slots int
+	// Push workers get jobs from Dispatch; others ask with Pull.
+	Push bool
+	// LeaseTTL is how long the worker's lease lasts after each renewal;
+	// zero means the lease never lapses (the driver watches the worker).
+	LeaseTTL time.Duration
+}
+
+// Errors the core returns, wrapped with the offending name.
+var (
+	ErrUnknownQueue      = errors.New("unknown queue")
+	ErrUnknownJob        = errors.New("unknown job")
+	ErrUnknownWorker     = errors.New("unknown worker")
+	ErrUnknownDependency = errors.New("unknown dependency")
+	ErrDuplicateJob      = errors.New("duplicate job id")
+	ErrInvalidJob        = errors.New("invalid job")
+	ErrInvalidQueue      = errors.New("invalid queue")
+	ErrInvalidWorker     = errors.New("invalid worker")
+	ErrInvalidBatch      = errors.New("invalid batch size")
+	ErrQueueBusy         = errors.New("queue has running jobs")
+	ErrCycle             = errors.New("dependency cycle")
+	// ErrDenied refuses an interactive task because no slot is free.
+	ErrDenied = errors.New("no free slot")
+)
+
+// CycleError reports a workflow whose dependencies form a cycle; Job is on it.
+type CycleError struct {
+	Job   string
+	Cycle []string
+}
+
+func (e *CycleError) Error() string {
+	return "dependency cycle through job " + quote(e.Job)
+}
+
+// Unwrap makes errors.Is(err, ErrCycle) hold.
+func (e *CycleError) Unwrap() error { return ErrCycle }
+
+func quote(s string) string { return "\"" + s + "\"" }

@@ -1,0 +1,255 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Seed 000's duration tiers, generalized to n tiers (0 = fastest). A job
+// running in tier t counts toward the limits of tiers 0..t; count(k) is the
+// number of running jobs in tier k or slower. limits[0] is every slot.
+
+func (s *Scheduler) count(k int) int {
+	c := 0
+	for t := k; t < len(s.running); t++ {
+		c += s.running[t]
+	}
+	return c
+}
+
+func (s *Scheduler) atLimit(k int) bool { return s.count(k) >= s.limits[k] }
+
+// largestTier is the slowest tier a job may start in now: the largest t with
+// room in every limit 0..t, or -1 when there is no room at all.
+func (s *Scheduler) largestTier() int {
+	best := -1
+	for t := range s.tiers {
+		if s.atLimit(t) {
+			break
+		}
+		best = t
+	}
+	return best
+}
+
+// recomputeTierLimits derives the effective limits from the slot count:
+// tier 0 gets every slot; each slower tier its Limit or its Share of the
+// slots (rounded up, at least 1), never more than the faster tier.
+func (s *Scheduler) recomputeTierLimits() {
+	for k, t := range s.tiers {
+		var l int
+		switch {
+		case k == 0:
+			l = s.totalSlots
+		case t.Share > 0:
+			l = max(1, int(math.Ceil(t.Share*float64(s.totalSlots)-1e-9)))
+		default:
+			l = t.Limit
+		}
+		if k > 0 {
+			l = min(l, s.limits[k-1])
+		}
+		if l < s.count(k) {
+			s.tierLow[k] = s.startSeq
+		}
+		s.limits[k] = l
+	}
+}
+
+// SetTierLimits replaces the Limit of tiers 1..n-1 (limits[0] is ignored:
+// tier 0 is always every slot). The limits must be at least 1 and must not
+// increase; on error nothing changes.
+func (s *Scheduler) SetTierLimits(limits []int) error {
+	if len(limits) != len(s.tiers) {
+		return fmt.Errorf("%w: %d limits for %d tiers", ErrInvalidTiers, len(limits), len(s.tiers))
+	}
+	next := make([]Tier, len(s.tiers))
+	copy(next, s.tiers)
+	for k := 1; k < len(next); k++ {
+		next[k].Limit, next[k].Share = limits[k], 0
+	}
+	if err := validateTiers(next); err != nil {
+		return err
+	}
+	s.tiers = next
+	s.recomputeTierLimits()
+	return nil
+}
+
+// TierLimits returns the effective limit of each tier.
+func (s *Scheduler) TierLimits() []int { return append([]int(nil), s.limits...) }
+
+// tierSteps runs the tier bullets of seed 000's cycle for queue q, starting
+// from its head h: for each tier k from the slowest down to 1, if the head
+// needs tier k or slower and limit k is reached, a running default task is
+// downgraded to make room; if the limit is still reached, tiers k and
+// slower are ignored for the rest of the cycle (*below = k) and the head is
+// taken again. It returns the first unignored head, or nil.
+func (s *Scheduler) tierSteps(q *queue, below *int, h *job) *job {
+	for k := len(s.tiers) - 1; k >= 1 && h != nil; k-- {
+		if int(h.tier) < k || !s.atLimit(k) {
+			continue
+		}
+		s.downgradeForHead(k)
+		if s.atLimit(k) {
+			*below = k
+			h = s.head(q, k)
+		}
+	}
+	return h
+}
+
+// downgradeForHead makes room in tier k for a waiting head: a random default
+// task running in the slowest tier ≥ k that has one is moved to the slowest
+// faster tier j < k whose limit is not reached, or to tier 0. For three
+// tiers this is seed 000 exactly: a slow head moves a slow default to
+// medium, or to fast when the medium limit is reached too; a medium head
+// moves a slow default to fast, else a medium default to fast.
+func (s *Scheduler) downgradeForHead(k int) {
+	victim := s.randomDefault(k)
+	if victim == nil {
+		return
+	}
+	to := 0
+	for j := k - 1; j >= 1; j-- {
+		if !s.atLimit(j) {
+			to = j
+			break
+		}
+	}
+	s.downgrade(victim, to)
+}
+
+// randomDefault picks a random default task running in the slowest tier
+// ≥ from that has one.
+func (s *Scheduler) randomDefault(from int) *job {
+	for t := len(s.tiers) - 1; t >= from; t-- {
+		if set := s.defaults[t]; len(set) > 0 {
+			return set[s.rng.IntN(len(set))]
+		}
+	}
+	return nil
+}
+
+// downgradeAll moves every default task running in tier 1 or slower to tier
+// 0 (seed 000's step when the fast limit is reached).
+func (s *Scheduler) downgradeAll() {
+	for t := len(s.tiers) - 1; t >= 1; t-- {
+		for len(s.defaults[t]) > 0 {
+			s.downgrade(s.defaults[t][len(s.defaults[t])-1], 0)
+		}
+	}
+}
+
+// downgrade moves a running default task to a faster tier and tells the
+// driver, with StopNow when the task already ran past the new tier.
+func (s *Scheduler) downgrade(j *job, to int) {
+	r := j.run
+	s.setRunTier(j, to)
+	s.stats.Downgrades++
+	d := s.tiers[to].Duration
+	elapsed := time.Duration(s.nowNS() - r.started)
+	s.emit(Event{Kind: EventDowngraded, JobID: j.id, WorkerID: r.worker.id, Attempt: int(j.attempt),
+		Tier: to, Duration: d, StopNow: elapsed >= d})
+}
+
+// setRunTier moves a running job between tiers (and default sets).
+func (s *Scheduler) setRunTier(j *job, to int) {
+	r := j.run
+	s.running[r.tier]--
+	if j.isDefault() {
+		s.removeFromSet(&s.defaults[r.tier], j)
+	}
+	r.tier = int8(to)
+	s.running[to]++
+	if j.isDefault() {
+		s.addToSet(&s.defaults[to], j)
+	}
+}
+
+func (s *Scheduler) addToSet(set *[]*job, j *job) {
+	j.run.cpos = int32(len(*set))
+	*set = append(*set, j)
+}
+
+func (s *Scheduler) removeFromSet(set *[]*job, j *job) {
+	i, last := j.run.cpos, len(*set)-1
+	if int(i) != last {
+		(*set)[i] = (*set)[last]
+		(*set)[i].run.cpos = i
+	}
+	(*set)[last] = nil
+	*set = (*set)[:last]
+}
+
+// haltForQueue halts a random interactive task on a worker of pool p (seed
+// 000, fast limit reached): its slot is free at once. It reports whether
+// one was halted.
+func (s *Scheduler) haltForQueue(p *pool) bool {
+	n := 0
+	for _, j := range s.interactive {
+		if j.run.worker.pool == p {
+			n++
+		}
+	}
+	if n == 0 {
+		return false
+	}
+	pick := s.rng.IntN(n)
+	for _, j := range s.interactive {
+		if j.run.worker.pool != p {
+			continue
+		}
+		if pick == 0 {
+			s.halt(j)
+			return true
+		}
+		pick--
+	}
+	return false
+}
+
+func (s *Scheduler) halt(j *job) {
+	w, attempt := j.run.worker, int(j.attempt)
+	s.release(j)
+	s.stats.Halts++
+	s.emit(Event{Kind: EventHalted, JobID: j.id, WorkerID: w.id, Attempt: attempt})
+	s.forget(j, false)
+}
+
+// StartInteractive starts an interactive task at once on a free push worker
+// that serves its queue, in tier 0. Interactive tasks never queue: with no
+// free slot the task is denied (ErrDenied) and, as seed 000 says, one
+// default task is downgraded by one tier (a random one from the slowest
+// tier that has one). Dependencies, keys and groups are not allowed.
+func (s *Scheduler) StartInteractive(spec JobSpec) (Assignment, error) {
+	spec.Default, spec.Tier = false, 0
+	if err := s.validateJob(&spec, func(string) bool { return false }); err != nil {
+		return Assignment{}, err
+	}
+	if len(spec.After) > 0 || len(spec.Keys) > 0 || spec.Group != "" || spec.Mode != ModeNone {
+		return Assignment{}, fmt.Errorf("%w: interactive job %q takes no dependencies, keys, group or mode", ErrInvalidJob, spec.ID)
+	}
+	q := s.queues[spec.Queue]
+	w := s.freePushWorker(q)
+	if w == nil {
+		s.stats.Denials++
+		if v := s.randomDefault(1); v != nil {
+			s.downgrade(v, int(v.run.tier)-1)
+		}
+		return Assignment{}, fmt.Errorf("interactive job %q: %w", spec.ID, ErrDenied)
+	}
+	j := s.newJob(&spec)
+	j.flags |= flagInteractive
+	return s.start(j, w), nil
+}
+
+func (s *Scheduler) freePushWorker(q *queue) *worker {
+	for _, p := range s.poolList {
+		if len(p.free) > 0 && p.serves(q) {
+			return p.free[0]
+		}
+	}
+	return nil
+}
