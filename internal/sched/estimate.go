@@ -124,11 +124,9 @@ func (s *Scheduler) queuedInOrder(q *queue, max int) []*job {
 	if q.strictOrder() {
 		all = slices.Clone(q.strict)
 	} else {
-		for bk, b := range s.buckets {
-			if bk.queue == q {
-				for _, h := range b.tiers {
-					all = append(all, h...)
-				}
+		for _, b := range q.buckets {
+			for _, bt := range b.tiers {
+				all = append(all, bt.jobs...)
 			}
 		}
 	}

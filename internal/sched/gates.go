@@ -49,23 +49,48 @@ func (g *gate) shouldClose() bool {
 	return g.running >= g.limit
 }
 
-// bucket groups a queue's jobs that pass the same gates.
+// bucket groups a queue's jobs that pass the same gates. The fields the
+// hot path touches come first, so that they share a cache line.
 type bucket struct {
+	refs   int32        // live jobs (any state) with this signature
+	queued int32        // of them, ready in the queue
+	closed int32        // closed gates
+	idle   bool         // refs fell to 0; the bucket awaits the next sweep
+	listed bool         // in Scheduler.idleList (at most once)
+	tiers  []bucketTier // nil in strict queues; else inline[:n] up to inlineTiers
+	inline [inlineTiers]bucketTier
 	queue  *queue
-	key    bucketKey
+	sig    string
 	gates  []*gate
 	gpos   []int32 // index of this bucket in gates[i].buckets
-	closed int32   // closed gates
-	refs   int     // live jobs (any state) with this signature
-	idle   bool    // refs fell to 0; the bucket awaits the next sweep
-	queued int     // of them, ready in the queue
-	tiers  []jobHeap
-	qpos   []int32 // index in queue.ready[tier]; -1 when not there
 }
 
-type bucketKey struct {
-	queue *queue
-	sig   string
+// bucketTier is a bucket's queued jobs of one tier (FIFO and random queues
+// only) and the bucket's index in its queue's ready index for that tier.
+type bucketTier struct {
+	jobs jobHeap
+	pos  int32 // index in queue.ready[tier]; -1 when not there
+}
+
+// inlineTiers is how many tiers a bucket keeps in its own allocation (seed
+// 000's three), so that the hot path touches one object, not two.
+const inlineTiers = 3
+
+// resetTiers gives the bucket n empty tiers (none for strict queues).
+func (b *bucket) resetTiers(n int, strict bool) {
+	b.inline = [inlineTiers]bucketTier{}
+	switch {
+	case strict:
+		b.tiers = nil
+		return
+	case n <= inlineTiers:
+		b.tiers = b.inline[:n]
+	default:
+		b.tiers = make([]bucketTier, n)
+	}
+	for t := range b.tiers {
+		b.tiers[t].pos = -1
+	}
 }
 
 // signature names a set of gates: a lone key is its own name; anything else
@@ -90,18 +115,12 @@ func signature(keys []string, group string, mode Mode) string {
 
 func (s *Scheduler) bucketFor(q *queue, keys []string, group string, mode Mode) *bucket {
 	keys = dedupe(keys)
-	bk := bucketKey{q, signature(keys, group, mode)}
-	if b, ok := s.buckets[bk]; ok {
+	sig := signature(keys, group, mode)
+	if b, ok := q.buckets[sig]; ok {
 		return b
 	}
-	b := &bucket{queue: q, key: bk}
-	if !q.strictOrder() {
-		b.tiers = make([]jobHeap, len(s.tiers))
-		b.qpos = make([]int32, len(s.tiers))
-		for t := range b.qpos {
-			b.qpos[t] = -1
-		}
-	}
+	b := &bucket{queue: q, sig: sig}
+	b.resetTiers(len(s.tiers), q.strictOrder())
 	for _, k := range keys {
 		s.attach(b, s.keyGate(k))
 	}
@@ -114,7 +133,8 @@ func (s *Scheduler) bucketFor(q *queue, keys []string, group string, mode Mode) 
 	case ModeWrite:
 		s.attach(b, s.writes)
 	}
-	s.buckets[bk] = b
+	q.buckets[sig] = b
+	s.nbuckets++
 	return b
 }
 
@@ -156,8 +176,11 @@ func (s *Scheduler) releaseBucket(b *bucket) {
 	}
 	b.idle = true
 	s.idleBuckets++
-	s.idleList = append(s.idleList, b)
-	if s.idleBuckets > maxIdleBuckets && 2*s.idleBuckets > len(s.buckets) {
+	if !b.listed {
+		b.listed = true
+		s.idleList = append(s.idleList, b)
+	}
+	if s.idleBuckets > maxIdleBuckets && 2*s.idleBuckets > s.nbuckets {
 		s.sweepBuckets()
 	}
 }
@@ -165,7 +188,8 @@ func (s *Scheduler) releaseBucket(b *bucket) {
 // sweepBuckets removes every idle bucket, in the order they became idle.
 func (s *Scheduler) sweepBuckets() {
 	for _, b := range s.idleList {
-		if b.idle && s.buckets[b.key] == b {
+		b.listed = false
+		if b.idle && b.queue.buckets[b.sig] == b {
 			s.dropBucket(b)
 		}
 	}
@@ -178,7 +202,8 @@ func (s *Scheduler) sweepBuckets() {
 // holds any more.
 func (s *Scheduler) dropBucket(b *bucket) {
 	b.idle = false
-	delete(s.buckets, b.key)
+	delete(b.queue.buckets, b.sig)
+	s.nbuckets--
 	for i, g := range b.gates {
 		pos := b.gpos[i]
 		last := len(g.buckets) - 1

@@ -108,8 +108,9 @@ func (h jobHeap) down(i0 int) bool {
 }
 
 // bucketHeap holds a queue's ready buckets for one tier, keyed by the sort
-// key of each bucket's first job of that tier. Unordered heaps (random
-// queues) are plain sets. A bucket's qpos[tier] is its index here.
+// key of each bucket's first job of that tier, which each entry also points
+// to so that finding the head touches no bucket. Unordered heaps (random
+// queues) are plain sets. A bucket's tiers[tier].pos is its index here.
 type bucketHeap struct {
 	tier    int
 	ordered bool
@@ -117,16 +118,17 @@ type bucketHeap struct {
 }
 
 type bucketEntry struct {
-	key uint64
-	b   *bucket
+	key   uint64
+	b     *bucket
+	first *job
 }
 
 func (h *bucketHeap) len() int { return len(h.items) }
 
-func (h *bucketHeap) setPos(i int) { h.items[i].b.qpos[h.tier] = int32(i) }
+func (h *bucketHeap) setPos(i int) { h.items[i].b.tiers[h.tier].pos = int32(i) }
 
-func (h *bucketHeap) push(key uint64, b *bucket) {
-	h.items = append(h.items, bucketEntry{key, b})
+func (h *bucketHeap) push(key uint64, b *bucket, first *job) {
+	h.items = append(h.items, bucketEntry{key, b, first})
 	i := len(h.items) - 1
 	h.setPos(i)
 	if h.ordered {
@@ -148,13 +150,13 @@ func (h *bucketHeap) remove(i int) {
 			h.up(i)
 		}
 	}
-	b.qpos[h.tier] = -1
+	b.tiers[h.tier].pos = -1
 }
 
-// rekey changes the key of the entry at index i.
-func (h *bucketHeap) rekey(i int, key uint64) {
+// rekey gives the entry at index i a new first job and its key.
+func (h *bucketHeap) rekey(i int, key uint64, first *job) {
 	old := h.items[i].key
-	h.items[i].key = key
+	h.items[i].key, h.items[i].first = key, first
 	if !h.ordered {
 		return
 	}

@@ -75,7 +75,7 @@ func (c *checker) inQueueHeap(j *job) {
 		c.fail("queued job %q: bucket has no tier heaps", j.id)
 		return
 	}
-	h := j.bucket.tiers[j.tier]
+	h := j.bucket.tiers[j.tier].jobs
 	if j.hidx < 0 || int(j.hidx) >= len(h) || h[j.hidx].j != j {
 		c.fail("queued job %q is not in its bucket", j.id)
 	}
@@ -220,47 +220,61 @@ func (c *checker) buckets() {
 		if j.state == stateQueued {
 			queued[j.bucket]++
 		}
-		if s.buckets[j.bucket.key] != j.bucket {
+		if j.bucket.queue != j.queue || j.queue.buckets[j.bucket.sig] != j.bucket {
 			c.fail("job %q: bucket is not filed", j.id)
 		}
 	}
-	for bk, b := range s.buckets {
-		if b.refs != refs[b] || b.idle != (b.refs == 0) {
-			c.fail("bucket %q of %s: refs %d, recount %d", bk.sig, bk.queue.spec.Name, b.refs, refs[b])
+	n := 0
+	for _, q := range s.queues {
+		for _, b := range q.buckets {
+			n++
+			c.bucket(b, refs[b], queued[b], live)
 		}
-		if b.queued != queued[b] {
-			c.fail("bucket %q of %s: queued %d, recount %d", bk.sig, bk.queue.spec.Name, b.queued, queued[b])
+	}
+	if n != s.nbuckets {
+		c.fail("%d buckets counted, recount %d", s.nbuckets, n)
+	}
+	c.liveGates(live)
+}
+
+// bucket checks one bucket against the recounts of its jobs.
+func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
+	name := b.queue.spec.Name
+	if int(b.refs) != refs || b.idle != (b.refs == 0) {
+		c.fail("bucket %q of %s: refs %d, recount %d", b.sig, name, b.refs, refs)
+	}
+	if int(b.queued) != queued {
+		c.fail("bucket %q of %s: queued %d, recount %d", b.sig, name, b.queued, queued)
+	}
+	for _, g := range b.gates {
+		if b.refs > 0 {
+			live[g]++
 		}
-		for _, g := range b.gates {
-			if b.refs > 0 {
-				live[g]++
-			}
+	}
+	closed := int32(0)
+	for i, g := range b.gates {
+		if g.closed {
+			closed++
 		}
-		closed := int32(0)
-		for i, g := range b.gates {
-			if g.closed {
-				closed++
-			}
-			if int(b.gpos[i]) >= len(g.buckets) || g.buckets[b.gpos[i]] != b {
-				c.fail("bucket %q: not listed by gate %s", bk.sig, g.label())
-			}
+		if int(b.gpos[i]) >= len(g.buckets) || g.buckets[b.gpos[i]] != b {
+			c.fail("bucket %q: not listed by gate %s", b.sig, g.label())
 		}
-		if closed != b.closed {
-			c.fail("bucket %q: closed %d, recount %d", bk.sig, b.closed, closed)
-		}
-		for t, h := range b.tiers {
-			visible := b.closed == 0 && len(h) > 0
-			if visible != (b.qpos[t] >= 0) {
-				c.fail("bucket %q tier %d: in ready index %v, should be %v", bk.sig, t, b.qpos[t] >= 0, visible)
-			} else if visible {
-				e := b.queue.ready[t].items[b.qpos[t]]
-				if e.b != b || e.key != h[0].key {
-					c.fail("bucket %q tier %d: ready index entry is stale", bk.sig, t)
-				}
+	}
+	if closed != b.closed {
+		c.fail("bucket %q: closed %d, recount %d", b.sig, b.closed, closed)
+	}
+	for t, bt := range b.tiers {
+		h := bt.jobs
+		visible := b.closed == 0 && len(h) > 0
+		if visible != (bt.pos >= 0) {
+			c.fail("bucket %q tier %d: in ready index %v, should be %v", b.sig, t, bt.pos >= 0, visible)
+		} else if visible {
+			e := b.queue.ready[t].items[bt.pos]
+			if e.b != b || e.key != h[0].key || e.first != h[0].j {
+				c.fail("bucket %q tier %d: ready index entry is stale", b.sig, t)
 			}
 		}
 	}
-	c.liveGates(live)
 }
 
 // liveGates checks each gate's count of live buckets against a recount.
@@ -349,7 +363,7 @@ func (c *checker) readyIndex(name string, q *queue, t int) {
 		c.fail("strict queue %q has a ready index", name)
 	}
 	for i, e := range h.items {
-		if e.b.queue != q || int(e.b.qpos[t]) != i {
+		if e.b.queue != q || int(e.b.tiers[t].pos) != i {
 			c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
 		}
 		if p := (i - 1) / 2; h.ordered && i > 0 && h.items[p].key > e.key {
@@ -380,12 +394,12 @@ func (s *Scheduler) Idle() error {
 	if s.reads.running != 0 || s.writes.running != 0 {
 		errs = append(errs, fmt.Errorf("%d reads, %d writes counted", s.reads.running, s.writes.running))
 	}
-	for _, b := range s.buckets {
-		if b.refs != 0 || b.queued != 0 {
-			errs = append(errs, fmt.Errorf("bucket %q of %s holds %d jobs", b.key.sig, b.key.queue.spec.Name, b.refs))
-		}
-	}
 	for name, q := range s.queues {
+		for _, b := range q.buckets {
+			if b.refs != 0 || b.queued != 0 {
+				errs = append(errs, fmt.Errorf("bucket %q of %s holds %d jobs", b.sig, name, b.refs))
+			}
+		}
 		if q.queued+q.waiting+q.delayed+q.running != 0 {
 			errs = append(errs, fmt.Errorf("queue %q counts jobs", name))
 		}

@@ -124,7 +124,8 @@ func validateRetry(p *RetryPolicy) error {
 // newJob builds the job record; it does not link dependencies or queue it.
 func (s *Scheduler) newJob(sp *JobSpec) *job {
 	q := s.queues[sp.Queue]
-	j := &job{id: sp.ID, queue: q, hidx: -1, prio: int16(sp.Priority)}
+	j := s.allocJob()
+	*j = job{id: sp.ID, queue: q, hidx: -1, prio: int16(sp.Priority)}
 	if sp.Default {
 		j.flags |= flagDefault
 	} else {
@@ -156,7 +157,32 @@ func (s *Scheduler) forget(j *job, ok bool) {
 	s.releaseBucket(j.bucket)
 	if j.deps != nil {
 		s.propagate(j, ok)
+		return
 	}
+	s.recycle(j)
+}
+
+// maxFreeJobs bounds the job records kept for reuse.
+const maxFreeJobs = 1024
+
+// recycle keeps a finished job's record for reuse, which spares the
+// allocator and the garbage collector one object per job. Only jobs without
+// dependency links are recycled: nothing else points at a finished job.
+func (s *Scheduler) recycle(j *job) {
+	if len(s.freeJobs) < maxFreeJobs {
+		*j = job{state: stateDone}
+		s.freeJobs = append(s.freeJobs, j)
+	}
+}
+
+func (s *Scheduler) allocJob() *job {
+	if n := len(s.freeJobs); n > 0 {
+		j := s.freeJobs[n-1]
+		s.freeJobs[n-1] = nil
+		s.freeJobs = s.freeJobs[:n-1]
+		return j
+	}
+	return new(job)
 }
 
 // retryOrFail decides the fate of an attempt that did not succeed; the job

@@ -11,9 +11,10 @@ import (
 // FIFO); a strict queue keeps one heap of all its ready jobs, since only its
 // head may start.
 type queue struct {
-	spec   QueueSpec
-	ready  []bucketHeap
-	strict jobHeap
+	spec    QueueSpec
+	ready   []bucketHeap
+	strict  jobHeap
+	buckets map[string]*bucket // by signature (see signature)
 
 	queued, waiting, delayed, running int
 }
@@ -38,7 +39,7 @@ func (s *Scheduler) DefineQueue(spec QueueSpec) error {
 	spec.Requires = dedupe(spec.Requires)
 	q, ok := s.queues[spec.Name]
 	if !ok {
-		q = &queue{spec: spec}
+		q = &queue{spec: spec, buckets: map[string]*bucket{}}
 		q.resetReady(len(s.tiers))
 		s.queues[spec.Name] = q
 	} else {
@@ -75,8 +76,8 @@ func (s *Scheduler) RemoveQueue(name string) error {
 			s.cancel(j, true)
 		}
 	}
-	for _, b := range s.idleList {
-		if b.queue == q && b.idle && s.buckets[b.key] == b {
+	for _, b := range q.buckets {
+		if b.idle {
 			s.dropBucket(b)
 		}
 	}
@@ -142,20 +143,9 @@ func (s *Scheduler) refile(q *queue) {
 	q.resetReady(len(s.tiers))
 	q.queued -= len(ready)
 	// Buckets of a strict queue carry no per-tier heaps and vice versa.
-	for bk, b := range s.buckets {
-		if bk.queue != q {
-			continue
-		}
+	for _, b := range q.buckets {
 		b.queued = 0
-		if q.strictOrder() {
-			b.tiers, b.qpos = nil, nil
-		} else {
-			b.tiers = make([]jobHeap, len(s.tiers))
-			b.qpos = make([]int32, len(s.tiers))
-			for t := range b.qpos {
-				b.qpos[t] = -1
-			}
-		}
+		b.resetTiers(len(s.tiers), q.strictOrder())
 	}
 	for _, j := range ready {
 		s.enqueue(j)
@@ -173,19 +163,19 @@ func (s *Scheduler) enqueue(j *job) {
 		return
 	}
 	b, t := j.bucket, int(j.tier)
-	h := &b.tiers[t]
+	bt := &b.tiers[t]
 	if q.spec.Order == OrderRandom {
-		h.add(j.key, j)
+		bt.jobs.add(j.key, j)
 	} else {
-		h.push(j.key, j)
+		bt.jobs.push(j.key, j)
 	}
 	if b.closed > 0 {
 		return
 	}
-	if b.qpos[t] < 0 {
-		q.ready[t].push(j.key, b)
+	if bt.pos < 0 {
+		q.ready[t].push(j.key, b, j)
 	} else if j.hidx == 0 {
-		q.ready[t].rekey(int(b.qpos[t]), j.key)
+		q.ready[t].rekey(int(bt.pos), j.key, j)
 	}
 }
 
@@ -199,27 +189,28 @@ func (s *Scheduler) dequeue(j *job) {
 		return
 	}
 	b, t := j.bucket, int(j.tier)
-	h := &b.tiers[t]
+	bt := &b.tiers[t]
 	wasFirst := j.hidx == 0
 	if q.spec.Order == OrderRandom {
-		h.swapRemove(int(j.hidx))
+		bt.jobs.swapRemove(int(j.hidx))
 	} else {
-		h.remove(int(j.hidx))
+		bt.jobs.remove(int(j.hidx))
 	}
-	if b.qpos[t] < 0 {
+	if bt.pos < 0 {
 		return
 	}
-	if len(*h) == 0 {
-		q.ready[t].remove(int(b.qpos[t]))
+	if len(bt.jobs) == 0 {
+		q.ready[t].remove(int(bt.pos))
 	} else if wasFirst {
-		q.ready[t].rekey(int(b.qpos[t]), (*h)[0].key)
+		first := bt.jobs[0]
+		q.ready[t].rekey(int(bt.pos), first.key, first.j)
 	}
 }
 
 // hide takes a bucket whose gate closed out of the ready index.
 func (q *queue) hide(b *bucket) {
-	for t, pos := range b.qpos {
-		if pos >= 0 {
+	for t := range b.tiers {
+		if pos := b.tiers[t].pos; pos >= 0 {
 			q.ready[t].remove(int(pos))
 		}
 	}
@@ -228,8 +219,8 @@ func (q *queue) hide(b *bucket) {
 // show puts a bucket whose gates all opened back into the ready index.
 func (q *queue) show(b *bucket) {
 	for t := range b.tiers {
-		if h := b.tiers[t]; len(h) > 0 {
-			q.ready[t].push(h[0].key, b)
+		if h := b.tiers[t].jobs; len(h) > 0 {
+			q.ready[t].push(h[0].key, b, h[0].j)
 		}
 	}
 }
@@ -249,16 +240,15 @@ func (s *Scheduler) head(q *queue, below int) *job {
 		return s.randomHead(q, below)
 	}
 	var best *bucketEntry
-	bestTier := 0
 	for t := 0; t < below; t++ {
 		if h := &q.ready[t]; len(h.items) > 0 && (best == nil || h.items[0].key < best.key) {
-			best, bestTier = &h.items[0], t
+			best = &h.items[0]
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	return best.b.tiers[bestTier][0].j
+	return best.first
 }
 
 func (s *Scheduler) randomHead(q *queue, below int) *job {
@@ -275,7 +265,7 @@ func (s *Scheduler) randomHead(q *queue, below int) *job {
 			r -= n
 			continue
 		}
-		jobs := q.ready[t].items[r].b.tiers[t]
+		jobs := q.ready[t].items[r].b.tiers[t].jobs
 		return jobs[s.rng.IntN(len(jobs))].j
 	}
 	return nil

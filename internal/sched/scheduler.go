@@ -24,7 +24,7 @@ type Scheduler struct {
 	queues      map[string]*queue
 	byPrio      []*queue // highest priority first, then by name
 	jobs        map[string]*job
-	buckets     map[bucketKey]*bucket
+	nbuckets    int       // buckets of all queues, idle ones included
 	idleList    []*bucket // buckets that became idle since the last sweep
 	idleBuckets int
 	keyGates    map[string]*gate
@@ -44,9 +44,10 @@ type Scheduler struct {
 	learned  learnedDurations
 	stats    Counters
 
-	scratch []*queue
-	runFree []*runInfo
-	tierLow []uint64 // startSeq when a tier limit last fell below its count
+	scratch  []*queue
+	runFree  []*runInfo
+	freeJobs []*job   // finished job records kept for reuse
+	tierLow  []uint64 // startSeq when a tier limit last fell below its count
 }
 
 // Counters are running totals since the scheduler was created.
@@ -82,7 +83,6 @@ func New(cfg Config) (*Scheduler, error) {
 		tierLow:  make([]uint64, n),
 		queues:   map[string]*queue{},
 		jobs:     map[string]*job{},
-		buckets:  map[bucketKey]*bucket{},
 		keyGates: map[string]*gate{},
 		groups:   map[string]*gate{},
 		workers:  map[string]*worker{},

@@ -88,11 +88,11 @@ func (s *Scheduler) Snapshot() Snapshot {
 }
 
 func (s *Scheduler) blockedIn(q *queue, u *QueueUsage) {
-	for bk, b := range s.buckets {
-		if bk.queue != q || b.closed == 0 {
+	for _, b := range q.buckets {
+		if b.closed == 0 {
 			continue
 		}
-		n := b.queued
+		n := int(b.queued)
 		if n == 0 {
 			continue
 		}
@@ -118,10 +118,11 @@ func (g *gate) label() string {
 
 func (s *Scheduler) queuedPerGate() map[*gate]int {
 	out := map[*gate]int{}
-	for _, b := range s.buckets {
-		n := b.queued
-		for _, g := range b.gates {
-			out[g] += n
+	for _, q := range s.queues {
+		for _, b := range q.buckets {
+			for _, g := range b.gates {
+				out[g] += int(b.queued)
+			}
 		}
 	}
 	return out
