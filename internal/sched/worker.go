@@ -136,18 +136,18 @@ func (s *Scheduler) RemoveWorker(id string) error {
 func (s *Scheduler) dropWorker(w *worker) {
 	for len(w.jobs) > 0 {
 		j := w.jobs[len(w.jobs)-1]
-		attempt := int(j.attempt)
+		id, attempt := j.id, int(j.attempt) // j may be recycled below
 		s.release(j)
 		if j.isInteractive() {
 			s.stats.Halts++
-			s.emit(Event{Kind: EventHalted, JobID: j.id, WorkerID: w.id, Attempt: attempt})
+			s.emit(Event{Kind: EventHalted, JobID: id, WorkerID: w.id, Attempt: attempt})
 			s.forget(j, false)
 			continue
 		}
 		if again, at := s.retryOrFail(j); again {
-			s.emit(Event{Kind: EventRetrying, JobID: j.id, WorkerID: w.id, Attempt: attempt, At: at})
+			s.emit(Event{Kind: EventRetrying, JobID: id, WorkerID: w.id, Attempt: attempt, At: at})
 		} else {
-			s.emit(Event{Kind: EventFailed, JobID: j.id, WorkerID: w.id, Attempt: attempt})
+			s.emit(Event{Kind: EventFailed, JobID: id, WorkerID: w.id, Attempt: attempt})
 		}
 	}
 	s.detach(w)
