@@ -215,6 +215,42 @@ func TestStrictQueueStartsJobsInRequestOrder(t *testing.T) {
 	}
 }
 
+// A strict queue starts jobs in request order whatever their priority; a
+// fifo queue lets a higher priority go first. Turning a fifo queue strict
+// re-files its waiting jobs in request order.
+func TestStrictQueueIgnoresJobPriority(t *testing.T) {
+	cases := []struct {
+		order Order
+		want  []string
+	}{
+		{OrderStrict, []string{"low", "high"}},
+		{OrderFIFO, []string{"high", "low"}},
+	}
+	for _, c := range cases {
+		t.Run(c.order.String(), func(t *testing.T) {
+			h := newHarness(t, nil, 1)
+			h.queue(QueueSpec{Name: "q", Order: c.order})
+			h.worker(WorkerSpec{ID: "a", Slots: 1})
+			h.submit(JobSpec{ID: "low", Queue: "q"}, JobSpec{ID: "high", Queue: "q", Priority: 5})
+			var got []string
+			for range 2 {
+				ids := h.pull("a", 1)
+				got = append(got, ids...)
+				h.complete(ids[0], Succeeded)
+			}
+			wantIDs(t, "start order", got, c.want...)
+		})
+	}
+	t.Run("fifo turned strict", func(t *testing.T) {
+		h := newHarness(t, nil, 1)
+		h.queue(QueueSpec{Name: "q"})
+		h.worker(WorkerSpec{ID: "a", Slots: 1})
+		h.submit(JobSpec{ID: "low", Queue: "q"}, JobSpec{ID: "high", Queue: "q", Priority: 5})
+		h.queue(QueueSpec{Name: "q", Order: OrderStrict})
+		wantIDs(t, "first start", h.pull("a", 1), "low")
+	})
+}
+
 // In a fifo queue a blocked job is skipped by later admissible ones; in a
 // strict queue nothing overtakes it.
 func TestBlockedJobSkippedInFifoButNotInStrictQueue(t *testing.T) {

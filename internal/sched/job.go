@@ -146,7 +146,7 @@ func (s *Scheduler) newJob(sp *JobSpec) *job {
 
 // makeReady puts a job whose dependencies are done at the back of its queue.
 func (s *Scheduler) makeReady(j *job) {
-	j.key = sortKey(j.prio, s.nextSeq())
+	j.key = sortKey(j.queue.orderPrio(j), s.nextSeq())
 	s.enqueue(j)
 }
 

@@ -21,6 +21,15 @@ type queue struct {
 
 func (q *queue) strictOrder() bool { return q.spec.Order == OrderStrict }
 
+// orderPrio is the priority that orders j in q: a strict queue starts jobs
+// in request order (seed 002), so it ignores job priorities.
+func (q *queue) orderPrio(j *job) int16 {
+	if q.strictOrder() {
+		return 0
+	}
+	return j.prio
+}
+
 // DefineQueue creates a queue or updates an existing one. Changing the order
 // of a queue re-files its ready jobs.
 func (s *Scheduler) DefineQueue(spec QueueSpec) error {
@@ -140,6 +149,9 @@ func (s *Scheduler) refile(q *queue) {
 		}
 	}
 	slices.SortFunc(ready, func(a, b *job) int { return cmp.Compare(a.key, b.key) })
+	for _, j := range ready {
+		j.key = sortKey(q.orderPrio(j), j.key&seqMask)
+	}
 	q.resetReady(len(s.tiers))
 	q.queued -= len(ready)
 	// Buckets of a strict queue carry no per-tier heaps and vice versa.

@@ -122,5 +122,8 @@ func (s *Scheduler) nextSeq() uint64 {
 // sortKey orders jobs inside a queue: higher priority first, then the order
 // in which they became ready.
 func sortKey(prio int16, seq uint64) uint64 {
-	return uint64(32767-int32(prio))<<48 | seq&(1<<48-1)
+	return uint64(32767-int32(prio))<<48 | seq&seqMask
 }
+
+// seqMask keeps the ready sequence part of a sort key.
+const seqMask = 1<<48 - 1

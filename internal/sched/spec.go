@@ -90,6 +90,7 @@ type JobSpec struct {
 	// downgraded when others need the room.
 	Default bool
 	// Priority orders jobs inside a queue (higher first; FIFO among equals).
+	// Strict queues ignore it: they start jobs in request order (seed 002).
 	// Range: -32768..32767.
 	Priority int
 	// Keys are limit keys (seed 004): the job starts only while every key has
