@@ -26,6 +26,7 @@ type cycleBench struct {
 	s       *Scheduler
 	rng     *rand.Rand
 	next    int
+	buf     []Assignment // reused by every pull
 	running []Assignment // ring of running attempts, oldest at head
 	head    int
 	keys    []string
@@ -76,10 +77,11 @@ func (cb *cycleBench) submit(b *testing.B) {
 }
 
 func (cb *cycleBench) pull(b *testing.B) {
-	as, err := cb.s.Pull("agent", 1)
+	as, err := cb.s.PullAppend(cb.buf[:0], "agent", 1)
 	if err != nil || len(as) != 1 {
 		b.Fatalf("pull: %v %v", as, err)
 	}
+	cb.buf = as
 	cb.running = append(cb.running, as[0])
 	if cb.head > len(cb.running)/2 { // slide the ring's live part down
 		n := copy(cb.running, cb.running[cb.head:])

@@ -71,30 +71,35 @@ func (s *Scheduler) Dispatch() []Assignment {
 // highest-priority queue it serves that has ready work (at most that queue's
 // Batch), never more than its free slots. Asking renews its lease.
 func (s *Scheduler) Pull(workerID string, max int) ([]Assignment, error) {
+	return s.PullAppend(nil, workerID, max)
+}
+
+// PullAppend is Pull appending to dst, so that a driver that reuses its
+// buffer allocates nothing per request. On error it returns dst unchanged.
+func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]Assignment, error) {
 	w, ok := s.workers[workerID]
 	if !ok {
-		return nil, fmt.Errorf("worker %q: %w", workerID, ErrUnknownWorker)
+		return dst, fmt.Errorf("worker %q: %w", workerID, ErrUnknownWorker)
 	}
 	if max < 0 {
-		return nil, fmt.Errorf("%w: %d is negative", ErrInvalidBatch, max)
+		return dst, fmt.Errorf("%w: %d is negative", ErrInvalidBatch, max)
 	}
 	s.renew(w)
 	n := min(max, w.free())
-	var out []Assignment
 	var from *queue
-	for len(out) < n {
+	for got := 0; got < n; got++ {
 		j, _ := s.cycle(w.pool, w, from)
 		if j == nil {
 			break
 		}
 		from = j.queue
 		s.dequeue(j)
-		out = append(out, s.start(j, w))
-		if b := from.spec.Batch; b > 0 && len(out) >= b {
+		dst = append(dst, s.start(j, w))
+		if b := from.spec.Batch; b > 0 && got+1 >= b {
 			break
 		}
 	}
-	return out, nil
+	return dst, nil
 }
 
 // start runs a job (already out of its queue) on worker w. A default task
