@@ -140,7 +140,8 @@ var (
 	ErrInvalidBatch      = errors.New("invalid batch size")
 	ErrQueueBusy         = errors.New("queue has running jobs")
 	ErrCycle             = errors.New("dependency cycle")
-	// ErrDenied refuses an interactive task because no slot is free.
+	// ErrDenied refuses an interactive task because no slot is free or its
+	// queue is paused.
 	ErrDenied = errors.New("no free slot")
 )
 

@@ -222,7 +222,9 @@ func (s *Scheduler) halt(j *job) {
 // that serves its queue, in tier 0. Interactive tasks never queue: with no
 // free slot the task is denied (ErrDenied) and, as seed 000 says, one
 // default task is downgraded by one tier (a random one from the slowest
-// tier that has one). Dependencies, keys and groups are not allowed.
+// tier that has one). A paused queue starts nothing: its interactive tasks
+// are denied too (ErrDenied), without a downgrade. Dependencies, keys and
+// groups are not allowed.
 func (s *Scheduler) StartInteractive(spec JobSpec) (Assignment, error) {
 	spec.Default, spec.Tier = false, 0
 	if err := s.validateJob(&spec, func(string) bool { return false }); err != nil {
@@ -232,6 +234,9 @@ func (s *Scheduler) StartInteractive(spec JobSpec) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("%w: interactive job %q takes no dependencies, keys, group or mode", ErrInvalidJob, spec.ID)
 	}
 	q := s.queues[spec.Queue]
+	if q.spec.Paused {
+		return Assignment{}, fmt.Errorf("interactive job %q: queue %q is paused: %w", spec.ID, spec.Queue, ErrDenied)
+	}
 	w := s.freePushWorker(q)
 	if w == nil {
 		s.stats.Denials++
