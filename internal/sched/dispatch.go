@@ -179,7 +179,7 @@ func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
 		return Ack{Ignored: true}
 	}
 	if !j.isInteractive() {
-		s.learned.observe(s, j, time.Duration(s.nowNS()-j.run.started))
+		s.learned.observe(j, time.Duration(s.nowNS()-j.run.started))
 	}
 	s.release(j)
 	if outcome == Succeeded {

@@ -151,7 +151,7 @@ func (l *learnedDurations) class(j *job) *durationClass {
 
 // observe learns from a finished attempt; the sample is capped at the
 // class's limit.
-func (l *learnedDurations) observe(_ *Scheduler, j *job, d time.Duration) {
+func (l *learnedDurations) observe(j *job, d time.Duration) {
 	l.class(j).observe(float64(d))
 }
 
