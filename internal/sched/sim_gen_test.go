@@ -52,7 +52,7 @@ var (
 	simWorkerIDs    = []string{"w0", "w1", "w2", "w3", "w4", "w5"}
 	simCapabilities = []string{"gpu", "net"}
 	simKeys         = []string{"k0", "k1", "k2", "net:a", "net:b"}
-	simKeyPatterns  = []string{"k0", "k1", "k2", "k*", "net:*", "net:a"}
+	simKeyPatterns  = []string{"k0", "k1", "k2", "k*", "net:*", "net:a*", "net:a"}
 	simGroups       = []string{"g0", "g1", "g2"}
 	simSteps        = []time.Duration{100 * time.Millisecond, time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, 40 * time.Second}
 )

@@ -21,6 +21,9 @@ var (
 	simEventsFlag = flag.Int("sim.events", 300, "operations per simulation seed")
 )
 
+// TestSimulationKeepsInvariants runs -sim.seeds seeded simulations of
+// -sim.events operations each (300 × 300 by default, about 7 s with -race),
+// checking every invariant after every operation, and drains each to Idle.
 func TestSimulationKeepsInvariants(t *testing.T) {
 	first, last := uint64(1), uint64(*simSeedsFlag)
 	if *simSeedFlag != 0 {
@@ -36,7 +39,8 @@ func TestSimulationKeepsInvariants(t *testing.T) {
 // simRunSeed runs one seeded simulation of n operations, then drains it.
 func simRunSeed(seed uint64, n int) error {
 	src := simRandSource{rand.New(rand.NewPCG(seed, 0x5eed))}
-	return simRunFrom(src, fmt.Sprintf("seed %d (replay: go test -run TestSimulationKeepsInvariants -sim.seed=%d)", seed, seed), seed, n)
+	name := fmt.Sprintf("seed %d (replay: go test -run TestSimulationKeepsInvariants -sim.seed=%d -sim.events=%d)", seed, seed, n)
+	return simRunFrom(src, name, seed, n)
 }
 
 // simRunFrom draws up to maxOps operations from src, applies them, then drains
@@ -178,6 +182,9 @@ func overcommitted(t *testing.T) *harness {
 	return h
 }
 
+// TestFreeSlotServesWhileAnotherWorkerIsOvercommitted: Dispatch pushes to
+// a free slot although another worker runs more jobs than its slots, and
+// the invariants hold.
 func TestFreeSlotServesWhileAnotherWorkerIsOvercommitted(t *testing.T) {
 	h := overcommitted(t)
 	h.submit(JobSpec{ID: "f3", Queue: "asy"})
@@ -187,10 +194,28 @@ func TestFreeSlotServesWhileAnotherWorkerIsOvercommitted(t *testing.T) {
 	}
 }
 
+// TestDefaultTaskOnFreeSlotGetsLargestTierWhileAnotherWorkerIsOvercommitted:
+// a default task pushed to a free slot starts in the largest tier the
+// limits of tiers 1..n allow, not in tier 0 because another worker is
+// overcommitted.
 func TestDefaultTaskOnFreeSlotGetsLargestTierWhileAnotherWorkerIsOvercommitted(t *testing.T) {
 	h := overcommitted(t)
 	h.submit(JobSpec{ID: "d1", Queue: "asy", Default: true})
 	wantIDs(t, "started", h.dispatch(), "d1")
+	if got := h.runTier("d1"); got != 2 {
+		t.Fatalf("d1 started in tier %d; the medium and slow limits have room, want slow (2)", got)
+	}
+}
+
+// TestPulledDefaultTaskGetsLargestTierWhileAnotherWorkerIsOvercommitted:
+// the same for a default task an agent pulls, when the overcommitted
+// worker makes the tier-0 count reach every slot.
+func TestPulledDefaultTaskGetsLargestTierWhileAnotherWorkerIsOvercommitted(t *testing.T) {
+	h := overcommitted(t)
+	simNoErr(t, h.s.RemoveWorker("b2"))
+	h.worker(WorkerSpec{ID: "a1", Slots: 1}) // two slots, two jobs: tier 0 counts as full
+	h.submit(JobSpec{ID: "d1", Queue: "asy", Default: true})
+	wantIDs(t, "pulled", h.pull("a1", 1), "d1")
 	if got := h.runTier("d1"); got != 2 {
 		t.Fatalf("d1 started in tier %d; the medium and slow limits have room, want slow (2)", got)
 	}
