@@ -20,11 +20,13 @@ func (s *Scheduler) count(k int) int {
 
 func (s *Scheduler) atLimit(k int) bool { return s.count(k) >= s.limits[k] }
 
-// largestTier is the slowest tier a job may start in now: the largest t with
-// room in every limit 0..t, or -1 when there is no room at all.
+// largestTier is the slowest tier a job starting on a free slot may run in:
+// the largest t with room in every limit 1..t. Tier 0's limit (every slot)
+// is the free slot itself; a worker whose slots fell under load must not
+// push a default task on another worker's free slot down to tier 0.
 func (s *Scheduler) largestTier() int {
-	best := -1
-	for t := range s.tiers {
+	best := 0
+	for t := 1; t < len(s.tiers); t++ {
 		if s.atLimit(t) {
 			break
 		}
