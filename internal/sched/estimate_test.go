@@ -342,9 +342,9 @@ func TestEstimateChangedFrom(t *testing.T) {
 // new tier's duration from its start. Each job's estimate is read right
 // after it is submitted, before the cycle runs.
 
-// simClass is a kind of task in the mix: its share of arrivals, its tier
+// estClass is a kind of task in the mix: its share of arrivals, its tier
 // (or default) and the range its true run time is drawn from, uniformly.
-type simClass struct {
+type estClass struct {
 	name   string
 	share  float64
 	tier   int
@@ -356,7 +356,7 @@ type simClass struct {
 // default tasks of which most are short and some would run long. Medium
 // and slow work stays below their limits (about 80 % and 65 % of them at
 // load 0.9).
-var seed000Mix = []simClass{
+var seed000Mix = []estClass{
 	{name: "fast", share: 0.60, tier: fast, lo: 300 * time.Millisecond, hi: 3 * time.Second},
 	{name: "medium", share: 0.12, tier: medium, lo: 2 * time.Second, hi: 10 * time.Second},
 	{name: "slow", share: 0.025, tier: slow, lo: 8 * time.Second, hi: 30 * time.Second},
@@ -366,7 +366,7 @@ var seed000Mix = []simClass{
 
 // exactMix has the same classes with fixed run times: an estimate can then
 // be exact, and any error comes from the model's rules, not from chance.
-var exactMix = []simClass{
+var exactMix = []estClass{
 	{name: "fast", share: 0.60, tier: fast, lo: 1700 * time.Millisecond, hi: 1700 * time.Millisecond},
 	{name: "medium", share: 0.12, tier: medium, lo: 6 * time.Second, hi: 6 * time.Second},
 	{name: "slow", share: 0.025, tier: slow, lo: 19 * time.Second, hi: 19 * time.Second},
@@ -382,7 +382,7 @@ type estimateSim struct {
 	// load is the offered work as a fraction of all slots, default tasks
 	// counted as cut at the fast duration (as they are under load).
 	load float64
-	mix  []simClass
+	mix  []estClass
 }
 
 // meanWork is the mean slot time of one arrival in seconds.
@@ -398,8 +398,8 @@ func (c estimateSim) meanWork() float64 {
 	return sum
 }
 
-// simJob is what the simulation records of a job.
-type simJob struct {
+// estJob is what the simulation records of a job.
+type estJob struct {
 	submitted time.Time
 	trueRun   time.Duration
 	estimate  time.Duration
@@ -408,29 +408,29 @@ type simJob struct {
 	wait      time.Duration
 }
 
-// simRun is a running attempt.
-type simRun struct {
+// estRun is a running attempt.
+type estRun struct {
 	attempt    int
 	start, end time.Time
 	trueRun    time.Duration
 }
 
-type simDriver struct {
+type estDriver struct {
 	s       *Scheduler
 	clk     *clock
 	rng     *rand.Rand
 	cfg     estimateSim
 	rate    float64 // arrivals per second
 	next    time.Time
-	jobs    []simJob
+	jobs    []estJob
 	index   map[string]int
-	running map[string]*simRun
+	running map[string]*estRun
 	// checkAhead makes every arrival check that it leaves the estimates
 	// of the jobs already queued unchanged.
 	checkAhead bool
 }
 
-func newSimDriver(tb testing.TB, cfg estimateSim) *simDriver {
+func newSimDriver(tb testing.TB, cfg estimateSim) *estDriver {
 	tb.Helper()
 	clk := newClock()
 	s, err := New(Config{Now: clk.Now, Rand: rand.New(rand.NewPCG(cfg.seed, 1))})
@@ -445,14 +445,14 @@ func newSimDriver(tb testing.TB, cfg estimateSim) *simDriver {
 			tb.Fatal(err)
 		}
 	}
-	d := &simDriver{s: s, clk: clk, rng: rand.New(rand.NewPCG(cfg.seed, 2)), cfg: cfg,
-		rate: cfg.load * float64(cfg.slots) / cfg.meanWork(), index: map[string]int{}, running: map[string]*simRun{}}
+	d := &estDriver{s: s, clk: clk, rng: rand.New(rand.NewPCG(cfg.seed, 2)), cfg: cfg,
+		rate: cfg.load * float64(cfg.slots) / cfg.meanWork(), index: map[string]int{}, running: map[string]*estRun{}}
 	d.next = clk.t.Add(d.interarrival())
 	return d
 }
 
 // run plays the simulation until every job has run and returns the jobs.
-func (d *simDriver) run(tb testing.TB) []simJob {
+func (d *estDriver) run(tb testing.TB) []estJob {
 	tb.Helper()
 	for len(d.jobs) < d.cfg.jobs || len(d.running) > 0 {
 		d.step(tb)
@@ -461,7 +461,7 @@ func (d *simDriver) run(tb testing.TB) []simJob {
 }
 
 // step moves the clock to the next arrival or end and handles it.
-func (d *simDriver) step(tb testing.TB) {
+func (d *estDriver) step(tb testing.TB) {
 	tb.Helper()
 	id, end := d.nextEnd()
 	if len(d.jobs) < d.cfg.jobs && (id == "" || !d.next.After(end)) {
@@ -475,12 +475,12 @@ func (d *simDriver) step(tb testing.TB) {
 	d.settle(tb)
 }
 
-func (d *simDriver) interarrival() time.Duration {
+func (d *estDriver) interarrival() time.Duration {
 	return time.Duration(d.rng.ExpFloat64() / d.rate * float64(time.Second))
 }
 
 // nextEnd returns the running attempt that ends first (ties by id).
-func (d *simDriver) nextEnd() (string, time.Time) {
+func (d *estDriver) nextEnd() (string, time.Time) {
 	best, at := "", time.Time{}
 	for id, r := range d.running {
 		if best == "" || r.end.Before(at) || r.end.Equal(at) && id < best {
@@ -490,7 +490,7 @@ func (d *simDriver) nextEnd() (string, time.Time) {
 	return best, at
 }
 
-func (d *simDriver) pickClass() simClass {
+func (d *estDriver) pickClass() estClass {
 	u := d.rng.Float64()
 	for _, k := range d.cfg.mix {
 		if u < k.share {
@@ -502,7 +502,7 @@ func (d *simDriver) pickClass() simClass {
 }
 
 // arrive submits a new job and records the estimate it is told at once.
-func (d *simDriver) arrive(tb testing.TB) {
+func (d *estDriver) arrive(tb testing.TB) {
 	tb.Helper()
 	k := d.pickClass()
 	id := "j" + strconv.Itoa(len(d.jobs))
@@ -512,7 +512,7 @@ func (d *simDriver) arrive(tb testing.TB) {
 		before = d.estimates(tb)
 	}
 	d.index[id] = len(d.jobs)
-	d.jobs = append(d.jobs, simJob{submitted: d.clk.t, trueRun: run})
+	d.jobs = append(d.jobs, estJob{submitted: d.clk.t, trueRun: run})
 	if err := d.s.Submit(JobSpec{ID: id, Queue: "asy", Tier: k.tier, Default: k.dflt}); err != nil {
 		tb.Fatal(err)
 	}
@@ -527,7 +527,7 @@ func (d *simDriver) arrive(tb testing.TB) {
 	d.jobs[len(d.jobs)-1].estimate, d.jobs[len(d.jobs)-1].known = last.Wait, last.Known
 }
 
-func (d *simDriver) estimates(tb testing.TB) []Estimate {
+func (d *estDriver) estimates(tb testing.TB) []Estimate {
 	tb.Helper()
 	es, err := d.s.Estimates("asy", math.MaxInt32)
 	if err != nil {
@@ -538,7 +538,7 @@ func (d *simDriver) estimates(tb testing.TB) []Estimate {
 
 // finish reports the end of a running attempt; one cut by its time limit
 // counts as failed.
-func (d *simDriver) finish(id string) {
+func (d *estDriver) finish(id string) {
 	r := d.running[id]
 	delete(d.running, id)
 	out := Succeeded
@@ -550,14 +550,14 @@ func (d *simDriver) finish(id string) {
 
 // settle runs the cycle and carries out what it decides until nothing more
 // happens at this instant.
-func (d *simDriver) settle(tb testing.TB) {
+func (d *estDriver) settle(tb testing.TB) {
 	tb.Helper()
 	for {
 		as := d.s.Dispatch()
 		for _, a := range as {
 			j := &d.jobs[d.index[a.JobID]]
 			j.started, j.wait = true, d.clk.t.Sub(j.submitted)
-			d.running[a.JobID] = &simRun{attempt: a.Attempt, start: d.clk.t, trueRun: j.trueRun,
+			d.running[a.JobID] = &estRun{attempt: a.Attempt, start: d.clk.t, trueRun: j.trueRun,
 				end: d.clk.t.Add(min(j.trueRun, a.Duration))}
 		}
 		stopped := false
@@ -592,7 +592,7 @@ type estimateAccuracy struct {
 const warmupShare = 0.05
 
 // relErrors returns the relative errors of the jobs of one run that count.
-func relErrors(jobs []simJob) []float64 {
+func relErrors(jobs []estJob) []float64 {
 	var errs []float64
 	for _, j := range jobs[int(warmupShare*float64(len(jobs))):] {
 		if j.started && j.wait >= time.Second {

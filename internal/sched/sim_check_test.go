@@ -176,8 +176,9 @@ func (m *simModel) checkOrder(j *simJob, exact bool) error {
 // ones when limits are given).
 func (m *simModel) ahead(j *simJob, queued []*simJob, limits []int) []*simJob {
 	var out []*simJob
+	strict := m.queues[j.spec.Queue].Order == OrderStrict
 	for _, o := range queued {
-		if o.before(j) && (limits == nil || m.admissible(o, limits)) {
+		if o.before(j, strict) && (limits == nil || m.admissible(o, limits)) {
 			out = append(out, o)
 		}
 	}

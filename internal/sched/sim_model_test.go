@@ -69,9 +69,10 @@ type simJob struct {
 }
 
 // before says whether a must start before b in a queue that keeps order:
-// higher priority first, then the order in which they joined.
-func (a *simJob) before(b *simJob) bool {
-	if a.spec.Priority != b.spec.Priority {
+// higher priority first (except in a strict queue, which keeps request
+// order), then the order in which they joined.
+func (a *simJob) before(b *simJob, strict bool) bool {
+	if !strict && a.spec.Priority != b.spec.Priority {
 		return a.spec.Priority > b.spec.Priority
 	}
 	if a.rank.op != b.rank.op {
@@ -642,11 +643,12 @@ func (m *simModel) settledQueued(queue string, j *simJob) []*simJob {
 	return slices.DeleteFunc(out, func(o *simJob) bool { return o.rank.op == m.op && o != j })
 }
 
-// simFirsts returns the jobs of js that no other job of js must precede.
+// simFirsts returns the jobs of a strict queue's js that no other job of js
+// must precede.
 func simFirsts(js []*simJob) []*simJob {
 	var out []*simJob
 	for _, j := range js {
-		if !slices.ContainsFunc(js, func(o *simJob) bool { return o.before(j) }) {
+		if !slices.ContainsFunc(js, func(o *simJob) bool { return o.before(j, true) }) {
 			out = append(out, j)
 		}
 	}

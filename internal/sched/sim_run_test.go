@@ -217,23 +217,26 @@ func (r *simRun) complete(op simOp) error {
 
 // interactive starts an interactive task: it runs at once on a free push
 // worker serving its queue, or is denied and one default task is
-// downgraded by one tier.
+// downgraded by one tier. A paused queue denies it without a downgrade.
 func (r *simRun) interactive(spec JobSpec) ([]Assignment, error) {
 	m := r.m
 	var problems []error
+	noSlot := false
 	switch {
 	case m.isLive(spec.ID):
 		problems = []error{ErrDuplicateJob}
 	case m.queues[spec.Queue].Name == "":
 		problems = []error{ErrUnknownQueue}
-	case !m.freePushWorker(spec.Queue):
+	case m.queues[spec.Queue].Paused:
 		problems = []error{ErrDenied}
+	case !m.freePushWorker(spec.Queue):
+		problems, noSlot = []error{ErrDenied}, true
 	}
 	a, err := r.s.StartInteractive(spec)
 	if err := simWantErr("StartInteractive", err, problems); err != nil {
 		return nil, err
 	}
-	how := simHow{kind: simInteractive, denied: problems != nil && problems[0] == ErrDenied}
+	how := simHow{kind: simInteractive, denied: noSlot}
 	if problems != nil {
 		return nil, r.settle(r.s.Events(), nil, how)
 	}
@@ -301,7 +304,7 @@ func (r *simRun) estimates(queue string, n int) error {
 			return fmt.Errorf("estimate for %s, which is not queued in %s", e.JobID, queue)
 		case e.Position != i || e.Wait < 0:
 			return fmt.Errorf("estimate %d: %+v", i, e)
-		case prev != nil && j.before(prev):
+		case prev != nil && j.before(prev, r.m.queues[queue].Order == OrderStrict):
 			return fmt.Errorf("estimates list %s after %s, which it must follow", j.spec.ID, prev.spec.ID)
 		}
 		prev = j
