@@ -77,9 +77,9 @@ func (s *Scheduler) Pull(workerID string, max int) ([]Assignment, error) {
 // PullAppend is Pull appending to dst, so that a driver that reuses its
 // buffer allocates nothing per request. On error it returns dst unchanged.
 func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]Assignment, error) {
-	w, ok := s.workers[workerID]
-	if !ok {
-		return dst, fmt.Errorf("worker %q: %w", workerID, ErrUnknownWorker)
+	w, err := s.worker(workerID)
+	if err != nil {
+		return dst, err
 	}
 	if max < 0 {
 		return dst, fmt.Errorf("%w: %d is negative", ErrInvalidBatch, max)

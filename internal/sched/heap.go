@@ -51,21 +51,11 @@ func (h *jobHeap) swapRemove(i int) {
 
 // remove takes out the element at index i and returns it.
 func (h *jobHeap) remove(i int) *job {
-	old := *h
-	n := len(old) - 1
-	j := old[i].j
-	if i != n {
-		old[i] = old[n]
-		old[i].j.hidx = int32(i)
+	j := (*h)[i].j
+	h.swapRemove(i)
+	if i < len(*h) && !h.down(i) {
+		h.up(i)
 	}
-	old[n] = jobEntry{}
-	*h = old[:n]
-	if i != n {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-	j.hidx = -1
 	return j
 }
 

@@ -125,12 +125,20 @@ func (s *Scheduler) detach(w *worker) {
 // retried or failed by their policy (EventRetrying or EventFailed), and
 // running interactive tasks end (EventHalted).
 func (s *Scheduler) RemoveWorker(id string) error {
-	w, ok := s.workers[id]
-	if !ok {
-		return fmt.Errorf("worker %q: %w", id, ErrUnknownWorker)
+	w, err := s.worker(id)
+	if err != nil {
+		return err
 	}
 	s.dropWorker(w)
 	return nil
+}
+
+func (s *Scheduler) worker(id string) (*worker, error) {
+	w, ok := s.workers[id]
+	if !ok {
+		return nil, fmt.Errorf("worker %q: %w", id, ErrUnknownWorker)
+	}
+	return w, nil
 }
 
 func (s *Scheduler) dropWorker(w *worker) {
@@ -157,9 +165,9 @@ func (s *Scheduler) dropWorker(w *worker) {
 
 // Renew extends a worker's lease by its TTL from now.
 func (s *Scheduler) Renew(id string) error {
-	w, ok := s.workers[id]
-	if !ok {
-		return fmt.Errorf("worker %q: %w", id, ErrUnknownWorker)
+	w, err := s.worker(id)
+	if err != nil {
+		return err
 	}
 	s.renew(w)
 	return nil
