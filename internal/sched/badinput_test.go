@@ -34,7 +34,7 @@ func freezeState(h *harness) frozenState {
 		}
 		f.Estimates[q.Name] = est
 	}
-	for id, j := range h.s.jobs {
+	for id, j := range h.s.jobs.all() {
 		f.Jobs[id] = fmt.Sprintf("state %d attempt %d", j.state, j.attempt)
 	}
 	return f

@@ -174,8 +174,8 @@ func (s *Scheduler) newRun() *runInfo {
 // for an unknown job or for an attempt that is no longer current is
 // acknowledged and ignored. A failed attempt is retried by the job's policy.
 func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
-	j, ok := s.jobs[id]
-	if !ok || j.state != stateRunning || int(j.attempt) != attempt {
+	j := s.jobs.get(id)
+	if j == nil || j.state != stateRunning || int(j.attempt) != attempt {
 		return Ack{Ignored: true}
 	}
 	if !j.isInteractive() {
@@ -200,8 +200,8 @@ func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
 // and EventStopped tells the driver to stop it. Its dependants are cancelled
 // (EventCancelled) unless they run after failures.
 func (s *Scheduler) Cancel(id string) error {
-	j, ok := s.jobs[id]
-	if !ok {
+	j := s.jobs.get(id)
+	if j == nil {
 		return fmt.Errorf("job %q: %w", id, ErrUnknownJob)
 	}
 	s.cancel(j, false)

@@ -2,7 +2,15 @@ package sched
 
 // The core's ordered sets. Each element remembers its index so that it can
 // be removed or re-keyed in O(log n); entries carry their sort key inline so
-// that sifting touches only the heap's own memory.
+// that comparing touches only the heap's own memory. The heaps are 4-ary:
+// a node's children share a cache line, and half as many levels mean half
+// as many moved elements whose index must be written back.
+
+// arity is the number of children of a heap node.
+const arity = 4
+
+func parent(i int) int     { return (i - 1) / arity }
+func firstChild(i int) int { return arity*i + 1 }
 
 // jobHeap orders jobs by sort key (priority, then arrival); a job's hidx is
 // its index here. The same type serves the delayed-retry heap, keyed by the
@@ -62,7 +70,7 @@ func (h *jobHeap) remove(i int) *job {
 func (h jobHeap) up(i int) {
 	e := h[i]
 	for i > 0 {
-		p := (i - 1) / 2
+		p := parent(i)
 		if h[p].key <= e.key {
 			break
 		}
@@ -78,12 +86,15 @@ func (h jobHeap) down(i0 int) bool {
 	e := h[i0]
 	i, n := i0, len(h)
 	for {
-		c := 2*i + 1
-		if c >= n {
+		first := firstChild(i)
+		if first >= n {
 			break
 		}
-		if r := c + 1; r < n && h[r].key < h[c].key {
-			c = r
+		c := first
+		for r := first + 1; r < min(first+arity, n); r++ {
+			if h[r].key < h[c].key {
+				c = r
+			}
 		}
 		if e.key <= h[c].key {
 			break
@@ -160,7 +171,7 @@ func (h *bucketHeap) rekey(i int, key uint64, first *job) {
 func (h *bucketHeap) up(i int) {
 	e := h.items[i]
 	for i > 0 {
-		p := (i - 1) / 2
+		p := parent(i)
 		if h.items[p].key <= e.key {
 			break
 		}
@@ -176,12 +187,15 @@ func (h *bucketHeap) down(i0 int) bool {
 	e := h.items[i0]
 	i, n := i0, len(h.items)
 	for {
-		c := 2*i + 1
-		if c >= n {
+		first := firstChild(i)
+		if first >= n {
 			break
 		}
-		if r := c + 1; r < n && h.items[r].key < h.items[c].key {
-			c = r
+		c := first
+		for r := first + 1; r < min(first+arity, n); r++ {
+			if h.items[r].key < h.items[c].key {
+				c = r
+			}
 		}
 		if e.key <= h.items[c].key {
 			break

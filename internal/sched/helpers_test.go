@@ -107,7 +107,7 @@ func (h *harness) pull(worker string, n int) []string {
 // complete reports the current attempt of a running job as finished.
 func (h *harness) complete(id string, out Outcome) Ack {
 	h.t.Helper()
-	j := h.s.jobs[id]
+	j := h.s.jobs.get(id)
 	if j == nil || j.state != stateRunning {
 		h.t.Fatalf("complete(%s): job is not running", id)
 	}
@@ -119,7 +119,7 @@ func (h *harness) complete(id string, out Outcome) Ack {
 // runTier returns the tier a running job is in.
 func (h *harness) runTier(id string) int {
 	h.t.Helper()
-	j := h.s.jobs[id]
+	j := h.s.jobs.get(id)
 	if j == nil || j.run == nil {
 		h.t.Fatalf("runTier(%s): job is not running", id)
 	}
@@ -127,7 +127,7 @@ func (h *harness) runTier(id string) int {
 }
 
 func (h *harness) state(id string) jobState {
-	if j := h.s.jobs[id]; j != nil {
+	if j := h.s.jobs.get(id); j != nil {
 		return j.state
 	}
 	return stateDone

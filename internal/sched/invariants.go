@@ -34,7 +34,7 @@ func (c *checker) fail(format string, args ...any) {
 // jobs checks that each job sits where its state says, and only there.
 func (c *checker) jobs() {
 	s := c.s
-	for id, j := range s.jobs {
+	for id, j := range s.jobs.all() {
 		if j.id != id {
 			c.fail("job %q filed under %q", j.id, id)
 		}
@@ -114,7 +114,7 @@ func (c *checker) tiers() {
 	count := make([]int, n)
 	defaults := make([]int, n)
 	interactive := 0
-	for _, j := range s.jobs {
+	for _, j := range s.jobs.all() {
 		if j.state != stateRunning {
 			continue
 		}
@@ -154,7 +154,7 @@ func (c *checker) tiers() {
 // count above a limit is legal only when the limit fell under load and no
 // job has started against it since.
 func (c *checker) startedSince(seq uint64, f func(*job) bool) bool {
-	for _, j := range c.s.jobs {
+	for _, j := range c.s.jobs.all() {
 		if j.state == stateRunning && j.run.startSeq > seq && f(j) {
 			return true
 		}
@@ -166,7 +166,7 @@ func (c *checker) startedSince(seq uint64, f func(*job) bool) bool {
 func (c *checker) gates() {
 	s := c.s
 	holders := map[*gate]int{}
-	for _, j := range s.jobs {
+	for _, j := range s.jobs.all() {
 		if j.state == stateRunning {
 			for _, g := range j.bucket.gates {
 				holders[g]++
@@ -218,7 +218,7 @@ func (c *checker) buckets() {
 	refs := map[*bucket]int{}
 	queued := map[*bucket]int{}
 	live := map[*gate]int{}
-	for _, j := range s.jobs {
+	for _, j := range s.jobs.all() {
 		refs[j.bucket]++
 		if j.state == stateQueued {
 			queued[j.bucket]++
@@ -309,7 +309,7 @@ func (c *checker) workers() {
 			c.fail("worker %q: in free list %v, should be %v", id, w.fpos >= 0, shouldBeFree)
 		}
 		for _, j := range w.jobs {
-			if j.run == nil || j.run.worker != w || s.jobs[j.id] != j {
+			if j.run == nil || j.run.worker != w || s.jobs.get(j.id) != j {
 				c.fail("worker %q lists job %q that does not run there", id, j.id)
 			}
 		}
@@ -327,7 +327,7 @@ func (c *checker) queues() {
 	for _, q := range s.queues {
 		per[q] = &counts{}
 	}
-	for _, j := range s.jobs {
+	for _, j := range s.jobs.all() {
 		n := per[j.queue]
 		if n == nil {
 			continue
@@ -369,7 +369,7 @@ func (c *checker) readyIndex(name string, q *queue, t int) {
 		if e.b.queue != q || int(e.b.tiers[t].pos) != i {
 			c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
 		}
-		if p := (i - 1) / 2; h.ordered && i > 0 && h.items[p].key > e.key {
+		if p := parent(i); h.ordered && i > 0 && h.items[p].key > e.key {
 			c.fail("queue %q tier %d: heap order broken at %d", name, t, i)
 		}
 	}
@@ -379,8 +379,8 @@ func (c *checker) readyIndex(name string, q *queue, t int) {
 // every counter is back at zero.
 func (s *Scheduler) Idle() error {
 	var errs []error
-	if len(s.jobs) != 0 {
-		errs = append(errs, fmt.Errorf("%d jobs still known", len(s.jobs)))
+	if s.jobs.len() != 0 {
+		errs = append(errs, fmt.Errorf("%d jobs still known", s.jobs.len()))
 	}
 	for t, n := range s.running {
 		if n != 0 {

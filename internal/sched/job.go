@@ -74,7 +74,7 @@ func (s *Scheduler) validateJob(sp *JobSpec, known func(string) bool) error {
 	if sp.ID == "" {
 		return fmt.Errorf("%w: empty id", ErrInvalidJob)
 	}
-	if _, dup := s.jobs[sp.ID]; dup {
+	if s.jobs.get(sp.ID) != nil {
 		return fmt.Errorf("job %q: %w", sp.ID, ErrDuplicateJob)
 	}
 	if _, ok := s.queues[sp.Queue]; !ok {
@@ -140,7 +140,7 @@ func (s *Scheduler) newJob(sp *JobSpec) *job {
 	}
 	j.bucket = s.bucketFor(q, sp.Keys, sp.Group, sp.Mode)
 	s.refBucket(j.bucket)
-	s.jobs[j.id] = j
+	s.jobs.put(j)
 	return j
 }
 
@@ -153,7 +153,7 @@ func (s *Scheduler) makeReady(j *job) {
 // forget drops a finished job and tells its dependants.
 func (s *Scheduler) forget(j *job, ok bool) {
 	j.state = stateDone
-	delete(s.jobs, j.id)
+	s.jobs.remove(j.id)
 	s.releaseBucket(j.bucket)
 	if j.deps != nil {
 		s.propagate(j, ok)

@@ -74,7 +74,7 @@ func (s *Scheduler) RemoveQueue(name string) error {
 		return fmt.Errorf("queue %q: %w (%d)", name, ErrQueueBusy, q.running)
 	}
 	var victims []*job
-	for _, j := range s.jobs {
+	for _, j := range s.jobs.all() {
 		if j.queue == q {
 			victims = append(victims, j)
 		}
@@ -143,7 +143,7 @@ func (q *queue) resetReady(tiers int) {
 // refile moves a queue's ready jobs into the structures of its new order.
 func (s *Scheduler) refile(q *queue) {
 	var ready []*job
-	for _, j := range s.jobs {
+	for _, j := range s.jobs.all() {
 		if j.queue == q && j.state == stateQueued {
 			ready = append(ready, j)
 		}

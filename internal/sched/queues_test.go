@@ -102,7 +102,7 @@ func TestEqualPrioritiesAreChosenAtRandomWithinOneScheduler(t *testing.T) {
 // sqFirstRunning returns the id of a running job (the test runs one at a time).
 func sqFirstRunning(h *harness) string {
 	h.t.Helper()
-	for id, j := range h.s.jobs {
+	for id, j := range h.s.jobs.all() {
 		if j.state == stateRunning {
 			return id
 		}
@@ -347,7 +347,7 @@ func sqWantBatches(t *testing.T, h *harness, sizes ...int) {
 // sqRunning lists the running jobs, sorted.
 func sqRunning(h *harness) []string {
 	var out []string
-	for id, j := range h.s.jobs {
+	for id, j := range h.s.jobs.all() {
 		if j.state == stateRunning {
 			out = append(out, id)
 		}

@@ -34,7 +34,7 @@ func TestReusedRecordStartsClean(t *testing.T) {
 	wantIDs(t, "pulled", h.pull("a", 1), "old")
 	h.complete("old", Succeeded)
 	h.submit(JobSpec{ID: "new", Queue: "q"})
-	j := h.s.jobs["new"]
+	j := h.s.jobs.get("new")
 	if j.prio != 0 || j.attempt != 0 || len(j.bucket.gates) != 0 || j.run != nil {
 		t.Fatalf("reused record kept state of the old job: %+v", *j)
 	}

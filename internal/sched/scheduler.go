@@ -23,7 +23,7 @@ type Scheduler struct {
 
 	queues      map[string]*queue
 	byPrio      []*queue // highest priority first, then by name
-	jobs        map[string]*job
+	jobs        jobIndex
 	nbuckets    int       // buckets of all queues, idle ones included
 	idleList    []*bucket // buckets that became idle since the last sweep
 	idleBuckets int
@@ -82,7 +82,7 @@ func New(cfg Config) (*Scheduler, error) {
 		defaults: make([][]*job, n),
 		tierLow:  make([]uint64, n),
 		queues:   map[string]*queue{},
-		jobs:     map[string]*job{},
+		jobs:     newJobIndex(),
 		keyGates: map[string]*gate{},
 		groups:   map[string]*gate{},
 		workers:  map[string]*worker{},

@@ -458,7 +458,7 @@ const simSnapshotEvery = 4
 // that jobs that finished are forgotten.
 func (r *simRun) checkJobs() error {
 	for _, j := range r.m.liveJobs() {
-		cj := r.s.jobs[j.spec.ID]
+		cj := r.s.jobs.get(j.spec.ID)
 		if cj == nil {
 			return fmt.Errorf("job %s is %s, but the core forgot it", j.spec.ID, j.state)
 		}
@@ -471,7 +471,7 @@ func (r *simRun) checkJobs() error {
 		}
 	}
 	for _, j := range r.m.finished {
-		if r.s.jobs[j.spec.ID] != nil {
+		if r.s.jobs.get(j.spec.ID) != nil {
 			return fmt.Errorf("job %s is %s, but the core still holds it", j.spec.ID, j.state)
 		}
 	}

@@ -38,8 +38,7 @@ func (s *Scheduler) SubmitWorkflow(specs []JobSpec, edges []Edge) error {
 		if _, ok := idx[id]; ok {
 			return true
 		}
-		_, ok := s.jobs[id]
-		return ok
+		return s.jobs.get(id) != nil
 	}
 	for i := range specs {
 		if err := s.validateJob(&specs[i], known); err != nil {
@@ -59,7 +58,7 @@ func (s *Scheduler) SubmitWorkflow(specs []JobSpec, edges []Edge) error {
 	}
 	for i, j := range jobs {
 		for _, up := range upstream[i] {
-			s.link(s.jobs[up], j)
+			s.link(s.jobs.get(up), j)
 		}
 	}
 	for _, j := range jobs {
@@ -83,7 +82,7 @@ func (s *Scheduler) collectEdges(specs []JobSpec, edges []Edge, idx map[string]i
 	for _, e := range edges {
 		to, ok := idx[e.To]
 		if !ok {
-			if _, live := s.jobs[e.To]; live {
+			if s.jobs.get(e.To) != nil {
 				return nil, fmt.Errorf("%w: edge %q→%q: only new jobs can gain dependencies", ErrInvalidJob, e.From, e.To)
 			}
 			return nil, fmt.Errorf("edge %q→%q: job %q: %w", e.From, e.To, e.To, ErrUnknownJob)
@@ -197,7 +196,7 @@ func (s *Scheduler) propagate(j *job, ok bool) {
 				s.stats.Cancelled++
 				s.emit(Event{Kind: EventCancelled, JobID: d.id})
 				d.state = stateDone
-				delete(s.jobs, d.id)
+				s.jobs.remove(d.id)
 				s.releaseBucket(d.bucket)
 				stack = append(stack, note{d, false})
 				continue
