@@ -10,8 +10,8 @@
 //   - [Scheduler.Submit] and [Scheduler.SubmitWorkflow] add jobs;
 //   - [Scheduler.AddWorker] reports a worker's slots and capabilities;
 //   - [Scheduler.Dispatch] runs the queue cycle and pushes jobs to free push
-//     workers (Asymptote backends); [Scheduler.Pull] hands up to N jobs to an
-//     agent that asks;
+//     workers (Asymptote backends); [Scheduler.Pull] (or
+//     [Scheduler.PullAppend]) hands up to N jobs to an agent that asks;
 //   - [Scheduler.StartInteractive] starts an interactive task or denies it;
 //   - [Scheduler.Complete] reports a finished attempt, [Scheduler.Cancel]
 //     withdraws a job, [Scheduler.Renew] keeps a worker's lease alive and
@@ -36,6 +36,7 @@
 //   - estimate.go: queue-wait estimates (seed 000).
 //   - invariants.go: the invariants of the design, checked by tests.
 //   - targetkey.go: the key of a scan target (seed 004).
+//   - heap.go, index.go: the ordered sets and the id index the rules use.
 //
 // A Scheduler is not safe for concurrent use; the driver serializes calls.
 package sched
