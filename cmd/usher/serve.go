@@ -18,9 +18,8 @@ func newServeCommand() *cobra.Command {
 the scheduling core, a SQLite file for durable state and local sandboxed
 Asymptote backends.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.ErrOrStderr(), "usher serve:", errNotYet)
-			return errNotYet
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("serve: %w", errNotYet)
 		},
 	}
 }
