@@ -34,7 +34,7 @@ bench: deps
 
 # A short fuzzing pass over the scheduling core's event sequences.
 fuzz: deps
-	$(GO) test -run '^$$' -fuzz FuzzEvents -fuzztime 60s ./internal/sched/
+	$(GO) test -run '^$$' -fuzz FuzzEvents -fuzztime 60s -fuzzminimizetime 5s ./internal/sched/
 
 clean:
 	rm -rf bin
