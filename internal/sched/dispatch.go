@@ -107,7 +107,7 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 func (s *Scheduler) start(j *job, w *worker) Assignment {
 	tier := int(j.tier)
 	if j.isDefault() {
-		tier = max(0, s.largestTier())
+		tier = s.largestTier()
 	}
 	r := s.newRun()
 	s.startSeq++
