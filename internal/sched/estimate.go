@@ -279,7 +279,14 @@ func (s *Scheduler) runningProfile(now int64) *profile {
 // successiveEnds turns the end steps of n jobs into the times at which the
 // expected number of ended jobs reaches ½, 1½, … n − ½.
 func successiveEnds(steps []step, n int) []int64 {
-	slices.SortFunc(steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
+	// Ties broken by chance too, so that the sum below does not depend on
+	// the order in which the running jobs were visited.
+	slices.SortFunc(steps, func(a, b step) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.p, b.p)
+	})
 	ends := make([]int64, 0, n)
 	ended := 0.0
 	for _, st := range steps {
