@@ -9,6 +9,12 @@ packages=(
   ca-certificates
   git
   make
+  # The sandboxed Asymptote backend: asy itself, the sandbox, and what asy
+  # calls for svg (dvisvgm) and pdf/png (ghostscript).
+  asymptote
+  bubblewrap
+  dvisvgm
+  ghostscript
 )
 
 missing=()
