@@ -1,0 +1,381 @@
+package asyqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/usherhq/usher/internal/sched"
+)
+
+// queueName is the core queue every Asymptote task joins.
+const queueName = "asy"
+
+// Errors the dispatcher returns; the session turns them into `denied`.
+var (
+	ErrQueueFull    = errors.New("queue full")
+	ErrNoBackend    = errors.New("no free backend for an interactive task")
+	ErrStopped      = errors.New("server shutting down")
+	ErrInvalidLimit = errors.New("invalid timeout")
+)
+
+// Texts a session sends when the scheduler ends its task.
+const (
+	haltedText      = "Interactive task halted: its backend was needed for queued tasks"
+	backendLostText = "Backend went away during the task"
+)
+
+// DispatcherConfig sets up a Dispatcher. Zero fields take defaults.
+type DispatcherConfig struct {
+	// Tiers are seed 000's duration tiers (sched.DefaultTiers when empty).
+	Tiers []sched.Tier
+	// MaxQueued caps the tasks waiting in the queue (default 1000);
+	// MaxQueuedPerClient caps those of one client address (default 20).
+	MaxQueued          int
+	MaxQueuedPerClient int
+	// EstimateEvery is how often queued tasks' estimates are recomputed
+	// (default 1 s); EstimateResend is the longest a queued client goes
+	// without a `queue` message (default 5 s).
+	EstimateEvery  time.Duration
+	EstimateResend time.Duration
+	// Now and Rand feed the scheduling core (time.Now and a random seed
+	// when nil).
+	Now  func() time.Time
+	Rand *rand.Rand
+}
+
+func (c *DispatcherConfig) setDefaults() {
+	if len(c.Tiers) == 0 {
+		c.Tiers = sched.DefaultTiers()
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = 1000
+	}
+	if c.MaxQueuedPerClient <= 0 {
+		c.MaxQueuedPerClient = 20
+	}
+	if c.EstimateEvery <= 0 {
+		c.EstimateEvery = time.Second
+	}
+	if c.EstimateResend <= 0 {
+		c.EstimateResend = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+}
+
+// Dispatcher drives the scheduling core for the Asymptote service: one
+// goroutine (Run) owns the core; sessions and backends talk to it through
+// methods that hand it closures, and it answers through Tickets.
+type Dispatcher struct {
+	cfg     DispatcherConfig
+	core    *sched.Scheduler
+	cmds    chan func()
+	stopped chan struct{}
+
+	// Owned by the Run goroutine.
+	tickets  map[string]*Ticket
+	backends map[string]Starter
+	queuedBy map[string]int
+	queued   int
+	seq      uint64
+	fresh    bool // a task joined the queue since the last estimate pass
+}
+
+// NewDispatcher returns a dispatcher with no backends; call Run.
+func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
+	cfg.setDefaults()
+	core, err := sched.New(sched.Config{Tiers: cfg.Tiers, Now: cfg.Now, Rand: cfg.Rand})
+	if err != nil {
+		return nil, fmt.Errorf("asyqueue: %w", err)
+	}
+	if err := core.DefineQueue(sched.QueueSpec{Name: queueName}); err != nil {
+		return nil, fmt.Errorf("asyqueue: %w", err)
+	}
+	return &Dispatcher{
+		cfg:      cfg,
+		core:     core,
+		cmds:     make(chan func(), 64),
+		stopped:  make(chan struct{}),
+		tickets:  make(map[string]*Ticket),
+		backends: make(map[string]Starter),
+		queuedBy: make(map[string]int),
+	}, nil
+}
+
+// Timeouts lists the task timeouts a client may ask for: the tiers' durations.
+func (d *Dispatcher) Timeouts() []time.Duration {
+	out := make([]time.Duration, len(d.cfg.Tiers))
+	for i, t := range d.cfg.Tiers {
+		out[i] = t.Duration
+	}
+	return out
+}
+
+// Run drives the core until ctx ends. Tasks still known then get an End.
+func (d *Dispatcher) Run(ctx context.Context) {
+	defer close(d.stopped)
+	ticker := time.NewTicker(d.cfg.EstimateEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, t := range d.tickets {
+				t.postEnd(ErrStopped.Error())
+			}
+			return
+		case f := <-d.cmds:
+			f()
+			d.drain()
+			d.settle()
+			if d.fresh {
+				d.sendEstimates()
+			}
+		case <-ticker.C:
+			d.core.Tick()
+			d.settle()
+			d.sendEstimates()
+		}
+	}
+}
+
+// drain runs the commands already waiting, so that a burst of arrivals is
+// settled and estimated once.
+func (d *Dispatcher) drain() {
+	for range cap(d.cmds) {
+		select {
+		case f := <-d.cmds:
+			f()
+		default:
+			return
+		}
+	}
+}
+
+// do runs f on the Run goroutine and waits until it has run.
+func (d *Dispatcher) do(f func()) error {
+	done := make(chan struct{})
+	select {
+	case d.cmds <- func() { f(); close(done) }:
+	case <-d.stopped:
+		return ErrStopped
+	}
+	select {
+	case <-done:
+		return nil
+	case <-d.stopped:
+		return ErrStopped
+	}
+}
+
+// AddBackend makes a backend slot available to the queue.
+func (d *Dispatcher) AddBackend(id string, s Starter) error {
+	var err error
+	if e := d.do(func() {
+		err = d.core.AddWorker(sched.WorkerSpec{ID: id, Slots: 1, Push: true})
+		if err == nil {
+			d.backends[id] = s
+		}
+	}); e != nil {
+		return e
+	}
+	return err
+}
+
+// RemoveBackend takes a backend slot out of the queue; a task running on
+// it ends with "Backend went away during the task".
+func (d *Dispatcher) RemoveBackend(id string) error {
+	var err error
+	if e := d.do(func() {
+		err = d.core.RemoveWorker(id)
+		delete(d.backends, id)
+	}); e != nil {
+		return e
+	}
+	return err
+}
+
+// Enqueue queues a task of the given timeout (0: a "default" task) for
+// client. It fails with ErrQueueFull when the queue or the client's share
+// of it is full.
+func (d *Dispatcher) Enqueue(client string, timeout time.Duration) (*Ticket, error) {
+	var t *Ticket
+	var err error
+	if e := d.do(func() { t, err = d.enqueue(client, timeout) }); e != nil {
+		return nil, e
+	}
+	return t, err
+}
+
+func (d *Dispatcher) enqueue(client string, timeout time.Duration) (*Ticket, error) {
+	if d.queued >= d.cfg.MaxQueued || d.queuedBy[client] >= d.cfg.MaxQueuedPerClient {
+		return nil, ErrQueueFull
+	}
+	spec := sched.JobSpec{ID: d.nextID(), Queue: queueName, Default: timeout == 0}
+	if timeout != 0 {
+		tier, ok := d.tierOf(timeout)
+		if !ok {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidLimit, timeout)
+		}
+		spec.Tier = tier
+	}
+	if err := d.core.Submit(spec); err != nil {
+		return nil, fmt.Errorf("asyqueue: submit: %w", err)
+	}
+	t := newTicket(spec.ID, client, false)
+	t.queued = true
+	d.tickets[t.id] = t
+	d.queued++
+	d.queuedBy[client]++
+	d.fresh = true
+	return t, nil
+}
+
+// StartInteractive starts an interactive task on a free backend at once, or
+// fails with ErrNoBackend (and, as seed 000 says, downgrades one default
+// task so that the next attempt may find room).
+func (d *Dispatcher) StartInteractive(client string) (*Ticket, error) {
+	var t *Ticket
+	var err error
+	if e := d.do(func() { t, err = d.startInteractive(client) }); e != nil {
+		return nil, e
+	}
+	return t, err
+}
+
+func (d *Dispatcher) startInteractive(client string) (*Ticket, error) {
+	a, err := d.core.StartInteractive(sched.JobSpec{ID: d.nextID(), Queue: queueName})
+	if errors.Is(err, sched.ErrDenied) {
+		return nil, ErrNoBackend
+	}
+	if err != nil {
+		return nil, fmt.Errorf("asyqueue: interactive: %w", err)
+	}
+	t := newTicket(a.JobID, client, true)
+	d.tickets[t.id] = t
+	d.begin(t, a)
+	return t, nil
+}
+
+// Release tells the dispatcher a task is over: a queued task leaves the
+// queue, a running one frees its backend. ran says whether the run went to
+// its own end (whatever asy said) rather than being aborted.
+func (d *Dispatcher) Release(t *Ticket, ran bool) {
+	_ = d.do(func() { d.release(t, ran) })
+}
+
+func (d *Dispatcher) release(t *Ticket, ran bool) {
+	if d.tickets[t.id] != t {
+		return
+	}
+	delete(d.tickets, t.id)
+	if t.queued {
+		d.unqueue(t)
+		_ = d.core.Cancel(t.id)
+		return
+	}
+	outcome := sched.Succeeded
+	if !ran {
+		outcome = sched.FailedAttempt
+	}
+	d.core.Complete(t.id, t.attempt, outcome)
+}
+
+// Snapshot returns the core's snapshot, for metrics and the dashboard.
+func (d *Dispatcher) Snapshot() (sched.Snapshot, error) {
+	var s sched.Snapshot
+	err := d.do(func() { s = d.core.Snapshot() })
+	return s, err
+}
+
+// settle starts what the core assigns and passes on what it decided. Events
+// go first: a halted task must hear it before its backend is reused.
+func (d *Dispatcher) settle() {
+	assignments := d.core.Dispatch()
+	for _, e := range d.core.Events() {
+		d.apply(e)
+	}
+	for _, a := range assignments {
+		if t := d.tickets[a.JobID]; t != nil {
+			d.unqueue(t)
+			d.begin(t, a)
+		}
+	}
+}
+
+func (d *Dispatcher) begin(t *Ticket, a sched.Assignment) {
+	t.attempt = a.Attempt
+	t.postStart(Start{Backend: d.backends[a.WorkerID], BackendID: a.WorkerID, Timeout: a.Duration})
+}
+
+func (d *Dispatcher) apply(e sched.Event) {
+	t := d.tickets[e.JobID]
+	if t == nil {
+		return
+	}
+	switch e.Kind {
+	case sched.EventDowngraded:
+		t.postShorten(e.Duration)
+	case sched.EventHalted:
+		t.postEnd(haltedText)
+	case sched.EventFailed, sched.EventCancelled, sched.EventRetrying:
+		t.postEnd(backendLostText)
+	}
+}
+
+func (d *Dispatcher) unqueue(t *Ticket) {
+	if !t.queued {
+		return
+	}
+	t.queued = false
+	d.queued--
+	if d.queuedBy[t.client]--; d.queuedBy[t.client] == 0 {
+		delete(d.queuedBy, t.client)
+	}
+}
+
+// sendEstimates tells each queued task its wait when it is new, changed
+// noticeably, or was last told EstimateResend ago.
+func (d *Dispatcher) sendEstimates() {
+	d.fresh = false
+	if d.queued == 0 {
+		return
+	}
+	estimates, err := d.core.Estimates(queueName, d.queued)
+	if err != nil {
+		return
+	}
+	now := d.cfg.Now()
+	for _, e := range estimates {
+		t := d.tickets[e.JobID]
+		if t == nil || !t.queued {
+			continue
+		}
+		if !t.lastSentAt.IsZero() && !e.ChangedFrom(t.lastSent) && now.Sub(t.lastSentAt) < d.cfg.EstimateResend {
+			continue
+		}
+		t.lastSent, t.lastSentAt = e, now
+		t.postEstimate(Estimate{Wait: e.Wait, Known: e.Known})
+	}
+}
+
+func (d *Dispatcher) tierOf(timeout time.Duration) (int, bool) {
+	for i, t := range d.cfg.Tiers {
+		if t.Duration == timeout {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (d *Dispatcher) nextID() string {
+	d.seq++
+	return "asy-" + strconv.FormatUint(d.seq, 10)
+}
