@@ -12,7 +12,7 @@ import (
 
 // idleBackend is a Starter the dispatcher tests hand out without ever
 // starting: they check the dispatcher's decisions, not runs.
-type idleBackend struct{ name string }
+type idleBackend struct{}
 
 func (idleBackend) Start(context.Context, sandbox.Task, sandbox.Sink) (Execution, error) {
 	return nil, errors.New("idleBackend never runs tasks")

@@ -1,0 +1,127 @@
+package asyqueue
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/usherhq/usher/internal/sandbox"
+)
+
+// Metrics are the queue server's Prometheus metrics. A nil *Metrics
+// records nothing.
+type Metrics struct {
+	restores       *prometheus.CounterVec
+	cacheLookups   *prometheus.CounterVec
+	denials        *prometheus.CounterVec
+	compiles       *prometheus.HistogramVec
+	estimateErrors prometheus.Histogram
+}
+
+// NewMetrics registers the queue server's metrics with reg, and the
+// scheduling core's (queued and running per tier, downgrades, halts,
+// interactive denials) read from d at each scrape.
+func NewMetrics(reg prometheus.Registerer, d *Dispatcher) *Metrics {
+	m := &Metrics{
+		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_asy_restores_total", Help: "Files named by hash with restore, by whether the upload store had them.",
+		}, []string{"result"}),
+		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_asy_cache_lookups_total", Help: "Result cache lookups, by hit or miss.",
+		}, []string{"result"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_asy_denied_total", Help: "Tasks denied before running, by reason.",
+		}, []string{"reason"}),
+		compiles: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "usher_asy_compile_seconds", Help: "How long asy ran, by success.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 11),
+		}, []string{"success"}),
+		estimateErrors: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "usher_asy_estimate_error_seconds", Help: "Actual wait minus the last estimate sent (negative: earlier than told).",
+			Buckets: []float64{-30, -10, -5, -2, -1, -0.5, -0.1, 0.1, 0.5, 1, 2, 5, 10, 30},
+		}),
+	}
+	reg.MustRegister(m.restores, m.cacheLookups, m.denials, m.compiles, m.estimateErrors, &coreCollector{d: d})
+	return m
+}
+
+func (m *Metrics) restored(hits, misses int) {
+	if m == nil {
+		return
+	}
+	m.restores.WithLabelValues("hit").Add(float64(hits))
+	m.restores.WithLabelValues("miss").Add(float64(misses))
+}
+
+func (m *Metrics) cache(hit bool) {
+	if m == nil {
+		return
+	}
+	result := "miss"
+	if hit {
+		result = "hit"
+	}
+	m.cacheLookups.WithLabelValues(result).Inc()
+}
+
+func (m *Metrics) denied(reason string) {
+	if m != nil {
+		m.denials.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) compiled(out sandbox.Outcome) {
+	if m == nil {
+		return
+	}
+	success := "false"
+	if out.Success {
+		success = "true"
+	}
+	m.compiles.WithLabelValues(success).Observe(out.Time.Seconds())
+}
+
+func (m *Metrics) estimateError(d time.Duration) {
+	if m != nil {
+		m.estimateErrors.Observe(d.Seconds())
+	}
+}
+
+// coreCollector reads the scheduling core's snapshot at scrape time.
+type coreCollector struct{ d *Dispatcher }
+
+var (
+	queuedDesc     = prometheus.NewDesc("usher_asy_queued", "Tasks waiting in the queue.", nil, nil)
+	runningDesc    = prometheus.NewDesc("usher_asy_running", "Tasks running, by tier.", []string{"tier"}, nil)
+	limitDesc      = prometheus.NewDesc("usher_asy_tier_limit", "Running tasks a tier and the slower ones may hold.", []string{"tier"}, nil)
+	downgradesDesc = prometheus.NewDesc("usher_asy_downgrades_total", "Default tasks moved to a faster tier.", nil, nil)
+	haltsDesc      = prometheus.NewDesc("usher_asy_halts_total", "Interactive tasks halted to free their backend.", nil, nil)
+	interDenyDesc  = prometheus.NewDesc("usher_asy_interactive_denials_total", "Interactive tasks denied for want of a free backend.", nil, nil)
+)
+
+// Describe sends the descriptions of the core's metrics.
+func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{queuedDesc, runningDesc, limitDesc, downgradesDesc, haltsDesc, interDenyDesc} {
+		ch <- d
+	}
+}
+
+// Collect reads one snapshot of the core.
+func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
+	snap, err := c.d.Snapshot()
+	if err != nil {
+		return
+	}
+	queued := 0
+	for _, q := range snap.Queues {
+		queued += q.Queued
+	}
+	ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(queued))
+	for _, t := range snap.Tiers {
+		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(t.Running), t.Name)
+		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, float64(t.Limit), t.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(downgradesDesc, prometheus.CounterValue, float64(snap.Counters.Downgrades))
+	ch <- prometheus.MustNewConstMetric(haltsDesc, prometheus.CounterValue, float64(snap.Counters.Halts))
+	ch <- prometheus.MustNewConstMetric(interDenyDesc, prometheus.CounterValue, float64(snap.Counters.Denials))
+}

@@ -1,0 +1,158 @@
+package asyqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/wire"
+)
+
+// run follows one task from the queue to its end on a backend.
+type run struct {
+	*session
+	task     sandbox.Task
+	ticket   *Ticket
+	queuedAt time.Time
+
+	runCtx context.Context // the run's own: cancelled to abort it
+	abort  context.CancelFunc
+	exec   Execution
+	done   chan sandbox.Outcome
+	relay  *relay
+	told   *told // the last estimate sent, to measure its error
+}
+
+type told struct {
+	at   time.Time
+	wait time.Duration
+}
+
+// follow relays queue updates, the run's messages and the client's input
+// until the task ends. It reports whether the run went to its own end.
+func (r *run) follow(ctx context.Context) bool {
+	r.runCtx, r.abort = context.WithCancel(ctx)
+	defer r.abort()
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	msgs := make(chan inbound, 1)
+	go r.readAfterRun(readCtx, msgs)
+	for {
+		select {
+		case <-r.ticket.Changed():
+			if ended, ok := r.update(ctx, r.ticket.Take()); ended {
+				return ok
+			}
+		case m := <-msgs:
+			err := m.err
+			if err == nil {
+				err = r.input(m.data)
+			}
+			if err != nil {
+				r.clientFault(ctx, err)
+				return false
+			}
+		case out := <-r.done:
+			r.complete(ctx, out)
+			return true
+		}
+	}
+}
+
+// update acts on the dispatcher's news; ended is true when the task is over.
+func (r *run) update(ctx context.Context, u Update) (ended, ran bool) {
+	if u.Estimate != nil && r.exec == nil {
+		r.tellEstimate(ctx, *u.Estimate)
+	}
+	if u.Start != nil {
+		if err := r.start(ctx, *u.Start); err != nil {
+			r.send(ctx, "complete", completeBody{Error: err.Error()})
+			return true, false
+		}
+	}
+	if u.Shorten != 0 && r.exec != nil {
+		r.exec.Shorten(u.Shorten)
+	}
+	if u.End != "" {
+		r.stop()
+		if r.exec == nil {
+			r.send(ctx, "denied", deniedBody{Error: u.End})
+		} else {
+			r.send(ctx, "complete", completeBody{Error: u.End})
+		}
+		return true, false
+	}
+	return false, false
+}
+
+func (r *run) tellEstimate(ctx context.Context, e Estimate) {
+	body := queueBody{}
+	if e.Known {
+		body.Estimate = millis(e.Wait)
+		r.told = &told{at: time.Now(), wait: e.Wait}
+	}
+	r.send(ctx, "queue", body)
+}
+
+func (r *run) start(ctx context.Context, st Start) error {
+	r.send(ctx, "queue", queueBody{Passed: true})
+	if r.told != nil {
+		r.srv.metrics.estimateError(time.Since(r.told.at) - r.told.wait)
+	}
+	if st.Backend == nil {
+		return fmt.Errorf("backend %s is gone", st.BackendID)
+	}
+	task := r.task
+	task.Timeout = st.Timeout
+	r.relay = newRelay(ctx, r.conn, r.srv.cacheable(task))
+	exec, err := st.Backend.Start(r.runCtx, task, r.relay)
+	if err != nil {
+		return fmt.Errorf("backend %s could not start the task: %w", st.BackendID, err)
+	}
+	r.exec = exec
+	r.done = make(chan sandbox.Outcome, 1)
+	go func() { r.done <- exec.Wait() }()
+	return nil
+}
+
+// stop aborts the run, if any, and waits until nothing of it is left.
+func (r *run) stop() {
+	r.abort()
+	if r.exec != nil {
+		<-r.done
+	}
+}
+
+// input feeds an interactive run; for any other task it is a protocol error.
+func (r *run) input(data []byte) error {
+	if !r.task.Interactive || r.exec == nil {
+		return &wire.Error{Text: "\"input\" is only for a running interactive task"}
+	}
+	if err := r.exec.Input(data); err != nil {
+		r.srv.cfg.Logger.Debug("asy: input refused", "client", r.client, "err", err)
+	}
+	return nil
+}
+
+// clientFault ends the task because of the client: gone (nothing to tell)
+// or a protocol error (denied while queued, complete while running).
+func (r *run) clientFault(ctx context.Context, err error) {
+	r.stop()
+	if !wire.IsProtocol(err) {
+		return
+	}
+	if r.exec == nil {
+		r.send(ctx, "denied", deniedBody{Error: err.Error()})
+	} else {
+		r.send(ctx, "complete", completeBody{Error: err.Error()})
+	}
+}
+
+func (r *run) complete(ctx context.Context, out sandbox.Outcome) {
+	r.srv.metrics.compiled(out)
+	r.send(ctx, "complete", completeBody{Success: out.Success, Error: out.Error, Time: millis(out.Time)})
+	if out.Success {
+		r.srv.store(ctx, r.task, r.relay, out.Time)
+	}
+}

@@ -1,0 +1,114 @@
+// Package asyqueue is the Asymptote service's queue server: seed 001's
+// queue protocol at /asy, driven by seed 000's tiers in the scheduling core.
+//
+// A Server accepts a client's files and options (collect.go), answers from
+// the result cache when it can (cache.go), queues the task with the
+// Dispatcher (dispatcher.go), which owns the core, and relays the run on a
+// backend back to the client (session.go). Backends are Starters: the
+// in-process sandbox runner or remote `usher backend`s.
+package asyqueue
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/usherhq/usher/internal/resultcache"
+	"github.com/usherhq/usher/internal/uploads"
+	"github.com/usherhq/usher/internal/wire"
+)
+
+// Config sets up a Server. Zero fields take the defaults in brackets.
+type Config struct {
+	MaxFiles      int           // files in one task [32]
+	MaxUpload     int64         // bytes of all files of one task [1 MiB]
+	MaxInput      int64         // bytes of one `input` message [64 KiB]
+	IdleBeforeRun time.Duration // a client must send `run` this soon after connecting [60 s]
+	// AsyVersion names the asy that runs tasks; it is part of the cache key.
+	AsyVersion string
+	Logger     *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxFiles <= 0 {
+		c.MaxFiles = 32
+	}
+	if c.MaxUpload <= 0 {
+		c.MaxUpload = 1 << 20
+	}
+	if c.MaxInput <= 0 {
+		c.MaxInput = 64 << 10
+	}
+	if c.IdleBeforeRun <= 0 {
+		c.IdleBeforeRun = time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server serves the queue protocol. It is an http.Handler for /asy.
+type Server struct {
+	cfg     Config
+	d       *Dispatcher
+	uploads *uploads.Store
+	cache   *resultcache.Cache // nil: no result cache
+	metrics *Metrics
+
+	ctx      context.Context // ends every session when cancelled
+	sessions sync.WaitGroup
+}
+
+// NewServer returns a server that queues with d, keeps uploads in up and,
+// when cache is not nil, answers repeated tasks from it. Sessions end when
+// ctx ends. metrics may be nil.
+func NewServer(ctx context.Context, cfg Config, d *Dispatcher, up *uploads.Store, cache *resultcache.Cache, metrics *Metrics) *Server {
+	cfg.setDefaults()
+	return &Server{cfg: cfg, d: d, uploads: up, cache: cache, metrics: metrics, ctx: ctx}
+}
+
+// ServeHTTP upgrades the request to a WebSocket and serves one task.
+// Any origin may connect: the protocol carries no credentials.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return // Accept has answered the client
+	}
+	s.sessions.Add(1)
+	defer s.sessions.Done()
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	sess := &session{srv: s, conn: wire.NewConn(ws, 0, clientVerbs...), client: clientAddress(r)}
+	sess.serve(ctx)
+}
+
+// Wait blocks until every session has ended or ctx ends.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.sessions.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// clientAddress is the client's IP, which the per-client queue cap counts.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// closeWith ends the connection normally after the last message.
+func closeWith(conn *wire.Conn) {
+	_ = conn.WebSocket().Close(websocket.StatusNormalClosure, "")
+}

@@ -1,0 +1,123 @@
+package asyqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/wire"
+)
+
+// session serves one client connection: collect, then cache or queue and run.
+type session struct {
+	srv    *Server
+	conn   *wire.Conn
+	client string
+}
+
+func (s *session) serve(ctx context.Context) {
+	defer closeWith(s.conn)
+	task, err := s.collect(ctx)
+	if err != nil {
+		s.refuse(ctx, err)
+		return
+	}
+	if !task.Interactive && s.srv.replay(ctx, s.conn, task) {
+		return
+	}
+	s.queue(ctx, task)
+}
+
+// collect runs the collector under the idle limit before `run`: when it
+// passes, the client is denied and the connection closed.
+func (s *session) collect(ctx context.Context) (sandbox.Task, error) {
+	idle := s.srv.cfg.IdleBeforeRun
+	timer := time.AfterFunc(idle, func() {
+		s.srv.metrics.denied("idle")
+		s.send(ctx, "denied", deniedBody{Error: fmt.Sprintf("no \"run\" within %v", idle)})
+		closeWith(s.conn)
+	})
+	defer timer.Stop()
+	c := &collector{srv: s.srv, conn: s.conn, opts: defaultOptions()}
+	return c.collect(ctx)
+}
+
+func (s *session) refuse(ctx context.Context, err error) {
+	var d *denial
+	if errors.As(err, &d) {
+		s.srv.metrics.denied("request")
+		s.send(ctx, "denied", deniedBody{Error: d.text})
+	}
+}
+
+// queue takes a slot (at once for an interactive task, through the queue
+// otherwise), runs the task and gives the slot back.
+func (s *session) queue(ctx context.Context, task sandbox.Task) {
+	var t *Ticket
+	var err error
+	if task.Interactive {
+		t, err = s.srv.d.StartInteractive(s.client)
+	} else {
+		t, err = s.srv.d.Enqueue(s.client, task.Timeout)
+	}
+	if err != nil {
+		s.srv.metrics.denied(denialReason(err))
+		s.send(ctx, "denied", deniedBody{Error: err.Error()})
+		return
+	}
+	r := &run{session: s, task: task, ticket: t, queuedAt: time.Now()}
+	ran := r.follow(ctx)
+	s.srv.d.Release(t, ran)
+}
+
+func denialReason(err error) string {
+	switch {
+	case errors.Is(err, ErrQueueFull):
+		return "queue_full"
+	case errors.Is(err, ErrNoBackend):
+		return "no_backend"
+	default:
+		return "other"
+	}
+}
+
+// send writes a header; a failure means the client is gone, which the
+// reading side notices.
+func (s *session) send(ctx context.Context, verb string, body any) {
+	if err := s.conn.Send(ctx, verb, body); err != nil {
+		s.srv.cfg.Logger.Debug("asy: send failed", "verb", verb, "client", s.client, "err", err)
+	}
+}
+
+// inbound is a message a client sent after `run`, or why reading stopped.
+type inbound struct {
+	data []byte
+	err  error
+}
+
+// readAfterRun reads `input` messages until the connection ends; anything
+// else is a protocol error.
+func (s *session) readAfterRun(ctx context.Context, out chan<- inbound) {
+	for {
+		var m inbound
+		h, err := s.conn.ReadHeader(ctx)
+		switch {
+		case err != nil:
+			m.err = err
+		case h.Verb != "input":
+			m.err = &wire.Error{Text: fmt.Sprintf("%q after \"run\"", h.Verb)}
+		default:
+			m.data, m.err = s.conn.ReadPayload(ctx, h, "input", s.srv.cfg.MaxInput)
+		}
+		select {
+		case out <- m:
+		case <-ctx.Done():
+			return
+		}
+		if m.err != nil {
+			return
+		}
+	}
+}
