@@ -1,0 +1,245 @@
+// Package service assembles the embedded default that `usher serve` runs:
+// one HTTP server with the /asy queue protocol, health and metrics
+// endpoints and the web app; the scheduling core behind a dispatcher; a
+// SQLite file for durable state; local sandboxed backends and any remote
+// `usher backend`s.
+package service
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/resultcache"
+	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/internal/uploads"
+)
+
+// Config is what `usher serve` takes from its flags.
+type Config struct {
+	Addr     string // HTTP listen address
+	DataPath string // the SQLite file
+	// LocalBackends is how many tasks run in-process at once (0: none).
+	LocalBackends int
+	// RemoteBackends are ws:// URLs of `usher backend`s.
+	RemoteBackends []string
+	// MediumLimit and SlowLimit cap running medium-or-slower and slow
+	// tasks; 0 means ⌈slots/2⌉ and ⌈slots/4⌉.
+	MediumLimit, SlowLimit int
+	Sandbox                sandbox.Config
+	Queue                  asyqueue.Config
+	Dispatcher             asyqueue.DispatcherConfig
+	// CacheBytes bounds the result cache; 0 turns it off.
+	CacheBytes  int64
+	UploadBytes int64 // bound of the restore store
+	// ShutdownGrace is how long running tasks may finish after a stop signal.
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
+}
+
+// Service is a configured, not yet serving, embedded default.
+type Service struct {
+	cfg      Config
+	db       *sql.DB
+	d        *asyqueue.Dispatcher
+	queue    *asyqueue.Server
+	handler  http.Handler
+	registry *prometheus.Registry
+	runner   *sandbox.Runner
+	ready    atomic.Bool
+	stopAll  context.CancelFunc
+	ctx      context.Context
+}
+
+// New opens the data file, checks the sandbox and wires every part.
+func New(cfg Config) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry()}
+	if err := s.open(ctx); err != nil {
+		cancel()
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) open(ctx context.Context) error {
+	db, err := sqlitedb.Open(ctx, s.cfg.DataPath)
+	if err != nil {
+		return err
+	}
+	s.db = db
+	var cache *resultcache.Cache
+	if s.cfg.CacheBytes > 0 {
+		if cache, err = resultcache.Open(ctx, db, s.cfg.CacheBytes, nil); err != nil {
+			return err
+		}
+	}
+	if s.cfg.LocalBackends > 0 {
+		if s.runner, err = sandbox.New(s.cfg.Sandbox); err != nil {
+			return err
+		}
+	}
+	dcfg := s.cfg.Dispatcher
+	dcfg.Tiers = tiers(s.cfg.MediumLimit, s.cfg.SlowLimit)
+	if s.d, err = asyqueue.NewDispatcher(dcfg); err != nil {
+		return err
+	}
+	qcfg := s.cfg.Queue
+	qcfg.Logger = s.cfg.Logger
+	if qcfg.AsyVersion == "" {
+		qcfg.AsyVersion = asyVersion(ctx)
+	}
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := asyqueue.NewMetrics(s.registry, s.d)
+	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
+	s.queue = asyqueue.NewServer(ctx, qcfg, s.d, store, cache, metrics)
+	s.handler = s.routes()
+	return nil
+}
+
+// tiers is seed 000's fast/medium/slow with the medium and slow limits
+// from flags when set, shares of the slots otherwise.
+func tiers(medium, slow int) []sched.Tier {
+	t := sched.DefaultTiers()
+	if medium > 0 {
+		t[1].Limit, t[1].Share = medium, 0
+	}
+	if slow > 0 {
+		t[2].Limit, t[2].Share = slow, 0
+	}
+	return t
+}
+
+// asyVersion asks asy for its version line, part of the cache key.
+func asyVersion(ctx context.Context) string {
+	out, _ := exec.CommandContext(ctx, "asy", "-version").CombinedOutput()
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
+
+// Handler is the service's HTTP handler (for tests that serve it themselves).
+func (s *Service) Handler() http.Handler { return s.handler }
+
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /asy", s.queue)
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /{$}", indexPage)
+	return mux
+}
+
+func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		http.Error(w, "not ready: no backend yet", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// Start runs the dispatcher and registers the backends; it returns once
+// the service can take tasks.
+func (s *Service) Start() error {
+	go s.d.Run(s.ctx)
+	for i := range s.cfg.LocalBackends {
+		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), localBackend{s.runner}); err != nil {
+			return err
+		}
+	}
+	for _, url := range s.cfg.RemoteBackends {
+		go watchRemote(s.ctx, s.d, url, s.cfg.Logger)
+	}
+	s.ready.Store(s.cfg.LocalBackends > 0 || len(s.cfg.RemoteBackends) > 0)
+	return nil
+}
+
+// Serve listens on cfg.Addr until ctx ends, then shuts down gracefully:
+// no new connections, running tasks get ShutdownGrace to finish, then
+// everything still open is aborted.
+func (s *Service) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return s.ServeListener(ctx, ln)
+}
+
+// ServeListener is Serve on a listener the caller opened.
+func (s *Service) ServeListener(ctx context.Context, ln net.Listener) error {
+	defer s.close()
+	if err := s.Start(); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.cfg.Logger.Info("usher serving", "addr", ln.Addr().String(), "local_backends", s.cfg.LocalBackends,
+		"remote_backends", len(s.cfg.RemoteBackends), "data", s.cfg.DataPath)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	return s.shutdown(srv)
+}
+
+func (s *Service) shutdown(srv *http.Server) error {
+	s.ready.Store(false)
+	grace := s.cfg.ShutdownGrace
+	if grace <= 0 {
+		grace = 30 * time.Second
+	}
+	s.cfg.Logger.Info("usher shutting down", "grace", grace)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	_ = srv.Shutdown(ctx) // hijacked WebSocket connections are not waited for here
+	if err := s.queue.Wait(ctx); err != nil {
+		s.cfg.Logger.Warn("usher: aborting tasks still running after the grace period")
+	}
+	s.stopAll()
+	abortCtx, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelAbort()
+	if err := s.queue.Wait(abortCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+func (s *Service) close() {
+	s.stopAll()
+	if s.db != nil {
+		s.db.Close()
+	}
+}
+
+// localBackend runs tasks in this process's sandbox.
+type localBackend struct{ r *sandbox.Runner }
+
+// Start starts t in a fresh sandbox.
+func (l localBackend) Start(ctx context.Context, t sandbox.Task, sink sandbox.Sink) (asyqueue.Execution, error) {
+	run, err := l.r.Start(ctx, t, sink)
+	if err != nil {
+		return nil, err
+	}
+	return run, nil
+}

@@ -1,0 +1,437 @@
+package service
+
+import (
+	"bytes"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/sandbox"
+)
+
+const (
+	quickFigure = "draw((0,0)--(1,1));\n"
+	spinForever = "while(true) {}\n"
+)
+
+type testService struct {
+	*Service
+	srv     *httptest.Server
+	workDir string
+}
+
+// startService runs the embedded default with real sandboxed backends
+// on a loopback HTTP server.
+func startService(t *testing.T, backends int, mutate func(*Config)) *testService {
+	t.Helper()
+	work := t.TempDir()
+	cfg := Config{
+		DataPath:      filepath.Join(t.TempDir(), "usher.db"),
+		LocalBackends: backends,
+		CacheBytes:    8 << 20,
+		UploadBytes:   8 << 20,
+		Sandbox:       sandbox.Config{WorkRoot: work},
+		Queue:         asyqueue.Config{MaxUpload: 64 << 10, IdleBeforeRun: 2 * time.Second},
+		Dispatcher:    asyqueue.DispatcherConfig{EstimateEvery: 100 * time.Millisecond, EstimateResend: 300 * time.Millisecond, MaxQueuedPerClient: 1000},
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		svc.close()
+	})
+	return &testService{Service: svc, srv: srv, workDir: work}
+}
+
+// waitIdle waits until nothing is queued or running and no work
+// directory is left.
+func (ts *testService) waitIdle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		snap, err := ts.d.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := os.ReadDir(ts.workDir)
+		busy := snap.Queues[0].Queued + snap.Tiers[0].Counted
+		if busy == 0 && len(entries) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not idle: %d queued or running, %d work directories left", busy, len(entries))
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not standing in for one
+	}
+}
+
+func TestEachFormatCompiles(t *testing.T) {
+	ts := startService(t, 2, nil)
+	magic := map[string][]byte{"svg": []byte("<"), "pdf": []byte("%PDF"), "png": []byte("\x89PNG")}
+	for _, format := range []string{"svg", "pdf", "png"} {
+		t.Run(format, func(t *testing.T) {
+			c := dial(t, ts.srv)
+			c.compile(quickFigure, map[string]any{"format": format})
+			all := c.rest()
+			if got := verbs(all); strings.Join(got, " ") != "queue result complete" {
+				t.Fatalf("messages %v, want queue result complete", got)
+			}
+			if all[0].body["passed"] != true {
+				t.Fatalf("queue = %v, want passed", all[0].body)
+			}
+			if all[1].body["format"] != format || !bytes.HasPrefix(bytes.TrimSpace(all[1].payload), magic[format]) {
+				t.Fatalf("result %v starts %q", all[1].body, all[1].payload[:min(8, len(all[1].payload))])
+			}
+			if done := all[2].body; done["success"] != true || done["time"] == nil {
+				t.Fatalf("complete = %v, want success with a time", done)
+			}
+		})
+	}
+}
+
+func TestSyntaxErrorReportsAsyMessageAndCode(t *testing.T) {
+	ts := startService(t, 1, nil)
+	c := dial(t, ts.srv)
+	c.compile("draw((0,0)--;\n", nil)
+	all := c.rest()
+	done := final(t, all)
+	if done.body["success"] != false || done.body["error"] != "Execution failed with code 1" {
+		t.Fatalf("complete = %v", done.body)
+	}
+	var out []byte
+	for _, m := range all {
+		if m.verb == "output" {
+			out = append(out, m.payload...)
+		}
+	}
+	if !bytes.Contains(out, []byte("syntax error")) {
+		t.Fatalf("output %q lacks asy's syntax error", out)
+	}
+}
+
+func TestBadRequestsAreDenied(t *testing.T) {
+	ts := startService(t, 1, func(c *Config) { c.Queue.MaxFiles = 3 })
+	cases := []struct {
+		name string
+		send func(c *client)
+		want string
+	}{
+		{"hash mismatch", func(c *client) {
+			c.conn.SendPayload(c.ctx, "add", map[string]any{"filename": "a.asy", "main": true, "hash": strings.Repeat("0", 64)}, []byte(quickFigure))
+		}, `hash mismatch for "a.asy"`},
+		{"hash not hex", func(c *client) {
+			c.send("add", map[string]any{"filename": "a.asy", "hash": "XYZ", "restore": true})
+		}, "64 lowercase hex digits"},
+		{"path in file name", func(c *client) {
+			c.send("add", map[string]any{"filename": "../a.asy", "hash": strings.Repeat("a", 64), "restore": true})
+		}, "a.asy"},
+		{"timeout not a tier", func(c *client) { c.send("options", map[string]any{"timeout": 5000}) },
+			`option "timeout" must be one of 3000, 10000 or 30000 (milliseconds)`},
+		{"unknown option", func(c *client) { c.send("options", map[string]any{"colour": "red"}) }, `unknown option "colour"`},
+		{"mistyped option", func(c *client) { c.send("options", map[string]any{"timeout": "3000"}) }, `option "timeout" must be an integer`},
+		{"bad format", func(c *client) { c.send("options", map[string]any{"format": "gif"}) }, `option "format" must be`},
+		{"no files", func(c *client) { c.send("run", nil) }, `"run" with no files`},
+		{"no main file", func(c *client) { c.add("a.asy", quickFigure, false); c.send("run", nil) }, "no main file"},
+		{"two main files", func(c *client) {
+			c.add("a.asy", quickFigure, true)
+			c.add("b.asy", quickFigure+"//", true)
+			c.send("run", nil)
+		}, "two main files"},
+		{"same file twice", func(c *client) { c.add("a.asy", quickFigure, true); c.add("a.asy", quickFigure, false) }, `file "a.asy" added twice`},
+		{"too many files", func(c *client) {
+			for i := range 4 {
+				c.add(fmt.Sprintf("f%d.asy", i), quickFigure, i == 0)
+			}
+		}, "too many files: at most 3"},
+		{"upload too large", func(c *client) { c.add("a.asy", strings.Repeat("//", 40<<10), true) }, "upload too large"},
+		{"input before run", func(c *client) { c.conn.SendPayload(c.ctx, "input", nil, []byte("1;")) }, `"input" before "run"`},
+		{"unknown verb", func(c *client) { c.sendRaw(websocket.MessageText, []byte("frobnicate {}")) }, `unknown message "frobnicate"`},
+		{"malformed JSON", func(c *client) { c.sendRaw(websocket.MessageText, []byte(`options {"format":`)) }, "malformed JSON"},
+		{"binary header", func(c *client) { c.sendRaw(websocket.MessageBinary, []byte("run")) }, "binary message where a header is due"},
+		{"no run in time", func(c *client) { c.add("a.asy", quickFigure, true) }, `no "run" within 2s`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, ts.srv)
+			tc.send(c)
+			done := final(t, c.rest())
+			if done.verb != "denied" || !strings.Contains(fmt.Sprint(done.body["error"]), tc.want) {
+				t.Fatalf("%s %v, want denied containing %q", done.verb, done.body, tc.want)
+			}
+		})
+	}
+	t.Run("server still serves", func(t *testing.T) {
+		c := dial(t, ts.srv)
+		c.compile(quickFigure, nil)
+		if done := final(t, c.rest()); done.body["success"] != true {
+			t.Fatalf("complete = %v", done.body)
+		}
+	})
+}
+
+func TestRestoreHitMissAndSecondMiss(t *testing.T) {
+	ts := startService(t, 1, func(c *Config) { c.CacheBytes = 0 })
+	uploaded := "draw(unitcircle);\n"
+	first := dial(t, ts.srv)
+	first.compile(uploaded, nil)
+	final(t, first.rest())
+
+	t.Run("hit", func(t *testing.T) {
+		c := dial(t, ts.srv)
+		c.restore("main.asy", uploaded, true)
+		c.send("run", nil)
+		if done := final(t, c.rest()); done.body["success"] != true {
+			t.Fatalf("complete = %v", done.body)
+		}
+	})
+	t.Run("miss then re-add", func(t *testing.T) {
+		c := dial(t, ts.srv)
+		fresh := "draw(unitsquare);\n"
+		c.restore("main.asy", fresh, true)
+		c.send("run", nil)
+		m, _ := c.next()
+		if m.verb != "missing" || len(m.list) != 1 {
+			t.Fatalf("got %s %v, want missing with one file", m.verb, m.list)
+		}
+		entry := m.list[0].(map[string]any)
+		if entry["filename"] != "main.asy" || entry["hash"] == "" {
+			t.Fatalf("missing entry %v", entry)
+		}
+		c.add("main.asy", fresh, true)
+		c.send("run", nil)
+		if done := final(t, c.rest()); done.body["success"] != true {
+			t.Fatalf("complete = %v", done.body)
+		}
+	})
+	t.Run("second miss", func(t *testing.T) {
+		c := dial(t, ts.srv)
+		c.restore("main.asy", "never uploaded", true)
+		c.send("run", nil)
+		if m, _ := c.next(); m.verb != "missing" {
+			t.Fatalf("got %s, want missing", m.verb)
+		}
+		c.send("run", nil)
+		if done := final(t, c.rest()); done.verb != "denied" {
+			t.Fatalf("got %s %v, want denied", done.verb, done.body)
+		}
+	})
+}
+
+// occupy starts n tasks that spin until their 3 s limit and returns
+// their clients once each has passed the queue.
+func occupy(t *testing.T, ts *testService, n int, options map[string]any) []*client {
+	t.Helper()
+	var cs []*client
+	for i := range n {
+		c := dial(t, ts.srv)
+		c.compile(fmt.Sprintf("%s// %d\n", spinForever, i), options)
+		if _, q := c.until("queue"); q.body["passed"] != true {
+			t.Fatalf("spinner %d queued: %v", i, q.body)
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func TestCachedResultSkipsTheQueue(t *testing.T) {
+	ts := startService(t, 1, nil)
+	c := dial(t, ts.srv)
+	c.compile(quickFigure, nil)
+	want := final(t, c.rest())
+	occupy(t, ts, 1, map[string]any{"timeout": 3000})
+	again := dial(t, ts.srv)
+	start := time.Now()
+	again.compile(quickFigure, nil)
+	all := again.rest()
+	if got := strings.Join(verbs(all), " "); got != "queue result complete" {
+		t.Fatalf("cached answer %s", got)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("cached answer took %v while the only backend is busy", took)
+	}
+	if all[2].body["time"] != want.body["time"] {
+		t.Fatalf("cached time %v, want the original run's %v", all[2].body["time"], want.body["time"])
+	}
+}
+
+func TestEstimatesShrinkAsTheQueueDrains(t *testing.T) {
+	ts := startService(t, 1, nil)
+	occupy(t, ts, 1, map[string]any{"timeout": 3000})
+	c := dial(t, ts.srv)
+	c.compile(quickFigure, map[string]any{"timeout": 3000})
+	var estimates []float64
+	for {
+		m, ok := c.next()
+		if !ok || m.verb != "queue" {
+			t.Fatalf("got %s before passing the queue", m.verb)
+		}
+		if m.body["passed"] == true {
+			break
+		}
+		if e, ok := m.body["estimate"].(float64); ok {
+			estimates = append(estimates, e)
+		}
+	}
+	if len(estimates) < 2 || estimates[0] <= 0 || estimates[len(estimates)-1] >= estimates[0] {
+		t.Fatalf("estimates %v: want several, shrinking", estimates)
+	}
+	if estimates[0] > 3000 {
+		t.Fatalf("first estimate %v ms, but the task ahead has at most 3000 ms left", estimates[0])
+	}
+}
+
+func TestDefaultTaskDowngradedWhenSlowTaskArrives(t *testing.T) {
+	ts := startService(t, 2, nil) // slow limit 1, medium limit 1
+	def := dial(t, ts.srv)
+	def.compile(spinForever, nil) // runs as slow on an idle server
+	def.until("queue")
+	slow := dial(t, ts.srv)
+	slow.compile(spinForever+"// slow\n", map[string]any{"timeout": 30000})
+	if _, q := slow.until("queue"); q.body["passed"] != true {
+		// the slow task may be queued for a moment before the downgrade frees the slow slot
+		if _, q = slow.until("queue"); q.body["passed"] != true {
+			t.Fatalf("slow task not started: %v", q.body)
+		}
+	}
+	done := final(t, def.rest())
+	if done.body["error"] != "Execution aborted due to the time limit (3000ms)" {
+		t.Fatalf("default task ended with %v, want the fast limit after a downgrade", done.body)
+	}
+	slow.close()
+	ts.waitIdle(t)
+}
+
+func TestInteractiveShellEvaluatesInput(t *testing.T) {
+	ts := startService(t, 1, nil)
+	c := dial(t, ts.srv)
+	c.add("main.asy", "", true)
+	c.send("options", map[string]any{"interactive": true})
+	c.send("run", nil)
+	if _, q := c.until("queue"); q.body["passed"] != true {
+		t.Fatalf("interactive queue %v", q.body)
+	}
+	if err := c.conn.SendPayload(c.ctx, "input", nil, []byte("write(1+2);\n")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, ok := c.next()
+		if !ok {
+			t.Fatal("closed before the shell answered")
+		}
+		if m.verb == "output" && bytes.Contains(m.payload, []byte("3")) {
+			break
+		}
+	}
+	c.close()
+	ts.waitIdle(t)
+}
+
+func TestInteractiveDeniedWhenEveryBackendIsBusy(t *testing.T) {
+	ts := startService(t, 1, nil)
+	occupy(t, ts, 1, map[string]any{"timeout": 3000})
+	c := dial(t, ts.srv)
+	c.add("main.asy", "", true)
+	c.send("options", map[string]any{"interactive": true})
+	c.send("run", nil)
+	if done := final(t, c.rest()); done.verb != "denied" || done.body["error"] != asyqueue.ErrNoBackend.Error() {
+		t.Fatalf("got %s %v, want denied: no free backend", done.verb, done.body)
+	}
+}
+
+func TestInteractiveHaltedWhenQueuedTaskNeedsItsBackend(t *testing.T) {
+	ts := startService(t, 1, nil)
+	shell := dial(t, ts.srv)
+	shell.add("main.asy", "", true)
+	shell.send("options", map[string]any{"interactive": true})
+	shell.send("run", nil)
+	shell.until("queue")
+	task := dial(t, ts.srv)
+	task.compile(quickFigure, map[string]any{"timeout": 3000})
+	done := final(t, shell.rest())
+	if done.verb != "complete" || !strings.Contains(fmt.Sprint(done.body["error"]), "halted") {
+		t.Fatalf("shell ended %s %v, want complete with a halt", done.verb, done.body)
+	}
+	if got := final(t, task.rest()); got.body["success"] != true {
+		t.Fatalf("queued task %v", got.body)
+	}
+}
+
+func TestClientGoneLeavesNothingBehind(t *testing.T) {
+	ts := startService(t, 1, nil)
+	before := runtime.NumGoroutine()
+	running := occupy(t, ts, 1, map[string]any{"timeout": 30000})[0]
+	queued := dial(t, ts.srv)
+	queued.compile(quickFigure, map[string]any{"timeout": 3000})
+	if _, q := queued.until("queue"); q.body["passed"] != false {
+		t.Fatalf("second task not queued: %v", q.body)
+	}
+	queued.close()
+	running.close()
+	ts.waitIdle(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+2 { // the test's own client readers may linger briefly
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines %d, were %d", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestManyConcurrentClientsEachGetExactlyOneEnd(t *testing.T) {
+	ts := startService(t, 2, func(c *Config) { c.Dispatcher.MaxQueued = 150 })
+	timeouts := []any{nil, 3000, 10000, 30000}
+	var wg sync.WaitGroup
+	ends := make(chan string, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial(t, ts.srv)
+			opts := map[string]any{}
+			if to := timeouts[i%4]; to != nil {
+				opts["timeout"] = to
+			}
+			c.compile(fmt.Sprintf("draw((0,0)--(%d,1));\n", i%25), opts)
+			var terminal []string
+			for _, m := range c.rest() {
+				switch {
+				case m.verb == "complete" && m.body["success"] == true:
+					terminal = append(terminal, "ok")
+				case m.verb == "complete":
+					terminal = append(terminal, fmt.Sprint("failed: ", m.body["error"]))
+				case m.verb == "denied":
+					terminal = append(terminal, fmt.Sprint("denied: ", m.body["error"]))
+				}
+			}
+			ends <- strings.Join(terminal, "+")
+		}()
+	}
+	wg.Wait()
+	close(ends)
+	counts := map[string]int{}
+	for e := range ends {
+		counts[e]++
+	}
+	if counts["ok"]+counts["denied: queue full"] != 200 || counts["ok"] < 150 {
+		t.Fatalf("ends %v: want each client one complete or queue-full denial, at least 150 completes", counts)
+	}
+	ts.waitIdle(t)
+}
