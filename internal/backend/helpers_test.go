@@ -26,8 +26,8 @@ const (
 // newTestRunner returns the Starter every protocol test runs tasks with.
 //
 // STAND-IN until package sandbox lands: it returns standInAsy (real asy,
-// NO sandbox) and points checkFileName at standInCheckFileName. To switch
-// to the real runner, replace the body with
+// NO sandbox; standin_test.go also points checkFileName at its stand-in).
+// To switch to the real runner, replace the body with
 //
 //	r, err := sandbox.New(sandbox.Config{})
 //	if err != nil {
@@ -38,7 +38,6 @@ const (
 // and delete standin_test.go.
 func newTestRunner(t testing.TB) Starter {
 	t.Helper()
-	checkFileName = standInCheckFileName
 	return standInAsy{maxTimeout: 20 * time.Second, outputLimit: 1 << 20}
 }
 
@@ -72,7 +71,7 @@ func (r *recorder) started() int {
 }
 
 // start waits for the next task to start and returns it.
-func (r *recorder) start(t *testing.T) sandbox.Task {
+func (r *recorder) start(t testing.TB) sandbox.Task {
 	t.Helper()
 	select {
 	case task := <-r.tasks:
@@ -84,7 +83,7 @@ func (r *recorder) start(t *testing.T) sandbox.Task {
 }
 
 // ended waits for the next task to end and returns its outcome.
-func (r *recorder) ended(t *testing.T, within time.Duration) sandbox.Outcome {
+func (r *recorder) ended(t testing.TB, within time.Duration) sandbox.Outcome {
 	t.Helper()
 	select {
 	case out := <-r.waited:
@@ -114,9 +113,15 @@ type testBackend struct {
 	url string
 }
 
-func newTestBackend(t *testing.T, mutate ...func(*Config)) *testBackend {
+func newTestBackend(t testing.TB, mutate ...func(*Config)) *testBackend {
 	t.Helper()
 	rec := &recorder{Starter: newTestRunner(t), tasks: make(chan sandbox.Task, 64), waited: make(chan sandbox.Outcome, 64)}
+	return newTestBackendWith(t, rec, mutate...)
+}
+
+// newTestBackendWith serves a backend whose tasks go through rec.
+func newTestBackendWith(t testing.TB, rec *recorder, mutate ...func(*Config)) *testBackend {
+	t.Helper()
 	cfg := Config{
 		Starter: rec, MaxFiles: testMaxFiles, MaxUpload: testMaxUpload, MaxInput: testMaxInput,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -142,13 +147,13 @@ func newTestBackend(t *testing.T, mutate ...func(*Config)) *testBackend {
 
 // client is a protocol client over a real WebSocket.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	ws   *websocket.Conn
 	conn *wire.Conn
 }
 
-func (tb *testBackend) dial(t *testing.T) *client {
+func (tb *testBackend) dial(t testing.TB) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -196,7 +201,7 @@ type message struct {
 	payload []byte
 }
 
-func (m message) complete(t *testing.T) CompleteBody {
+func (m message) complete(t testing.TB) CompleteBody {
 	t.Helper()
 	var c CompleteBody
 	if m.verb != VerbComplete || json.Unmarshal(m.body, &c) != nil {
@@ -258,7 +263,7 @@ func (c *client) transcript() ([]message, websocket.StatusCode) {
 
 // last returns the final complete of a transcript, failing unless the
 // transcript ends with one.
-func last(t *testing.T, msgs []message) CompleteBody {
+func last(t testing.TB, msgs []message) CompleteBody {
 	t.Helper()
 	if len(msgs) == 0 {
 		t.Fatal("no message before the close")
@@ -285,7 +290,7 @@ const spin = "while(true) {}\n"
 
 // runFigure runs figure on a fresh connection and checks it succeeds with
 // one result: the backend works normally.
-func (tb *testBackend) runFigure(t *testing.T, format string) []message {
+func (tb *testBackend) runFigure(t testing.TB, format string) []message {
 	t.Helper()
 	c := tb.dial(t)
 	c.add("fig.asy", true, figure)

@@ -42,7 +42,8 @@ const (
 	ErrBadStderr           = `option "stderr" must be "separate" or "stdout"`
 	ErrBadVerbosity        = `option "verbosity" must be 0, 1, 2 or 3`
 	ErrBadTimeout          = `option "timeout" must be a positive number of milliseconds`
-	ErrInternal            = "internal error: the task could not start"
+	ErrStartFailed         = "internal error: the task could not start"
+	ErrInternal            = "internal error"
 )
 
 // Stderr option values (seed 001).

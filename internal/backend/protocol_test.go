@@ -2,7 +2,10 @@ package backend
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -433,5 +436,50 @@ func TestPlainHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUpgradeRequired {
 		t.Fatalf("status %d, want 426", resp.StatusCode)
+	}
+}
+
+// failingStarter is a FAKE runner for faults the real one cannot produce on
+// demand: Start panics (a bug) or fails with err.
+type failingStarter struct {
+	panics bool
+	err    error
+}
+
+func (f failingStarter) Start(context.Context, sandbox.Task, sandbox.Sink) (Execution, error) {
+	if f.panics {
+		panic("boom")
+	}
+	return nil, f.err
+}
+
+// A runner that refuses the task, fails or panics: the client gets a
+// specific error, and the backend is free for the next connection.
+func TestStartFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		starter failingStarter
+		err     string
+		code    websocket.StatusCode
+	}{
+		{"invalid task", failingStarter{err: fmt.Errorf("%w: format \"svg\" needs dvisvgm", sandbox.ErrInvalidTask)},
+			`invalid task: format "svg" needs dvisvgm`, websocket.StatusPolicyViolation},
+		{"start fails", failingStarter{err: errors.New("bwrap: cannot mount /proc")}, ErrStartFailed, websocket.StatusInternalError},
+		{"start panics", failingStarter{panics: true}, ErrInternal, websocket.StatusInternalError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{Starter: tt.starter, tasks: make(chan sandbox.Task, 1), waited: make(chan sandbox.Outcome, 1)}
+			tb := newTestBackendWith(t, rec)
+			for range 2 { // the second connection finds the backend free
+				c := tb.dial(t)
+				c.add("fig.asy", true, figure)
+				c.send(VerbRun, nil)
+				msgs, status := c.transcript()
+				if done := last(t, msgs); len(msgs) != 1 || done.Error != tt.err || status != tt.code {
+					t.Fatalf("got %v closed with %v, want %q and %v", msgs, status, tt.err, tt.code)
+				}
+			}
+		})
 	}
 }

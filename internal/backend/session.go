@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -74,8 +75,19 @@ func (s *session) serve(ws *websocket.Conn) {
 	}
 	s.setup = time.AfterFunc(s.b.cfg.SetupTimeout, func() { s.end(errNoRun(s.b.cfg.SetupTimeout)) })
 	defer s.setup.Stop()
+	defer s.recoverPanic()
 	s.readLoop()
 	<-s.done
+}
+
+// recoverPanic turns a panic while handling a message into an internal
+// error for the client, so that the slot is freed and the task aborted.
+func (s *session) recoverPanic() {
+	if p := recover(); p != nil {
+		s.log.Error("backend: panic", "panic", p, "stack", string(debug.Stack()))
+		s.end(&refusal{text: ErrInternal, code: websocket.StatusInternalError})
+		<-s.done
+	}
 }
 
 // readLoop handles messages until the session ends.
@@ -268,7 +280,7 @@ func (s *session) start(t sandbox.Task) error {
 			return refuse("%s", err.Error())
 		}
 		s.log.Error("backend: task did not start", "err", err)
-		return &refusal{text: ErrInternal, code: websocket.StatusInternalError}
+		return &refusal{text: ErrStartFailed, code: websocket.StatusInternalError}
 	}
 	s.exec, s.cancelRun, s.started = exec, cancel, time.Now()
 	s.files = nil // the runner has them now
