@@ -131,7 +131,7 @@ func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer b.serving.Done()
-	s, why := b.acquire(r.Context())
+	s, why := b.acquire(r.Context(), b.log.With("remote", r.RemoteAddr))
 	if s == nil {
 		b.refuse(w, r, why)
 		return
@@ -159,7 +159,7 @@ func (b *Backend) track() bool {
 // acquire takes the slot for a new session. While another session holds
 // it, a connection waits BusyGrace for it to end, and DrainWait once that
 // session's client has left; then it is refused.
-func (b *Backend) acquire(ctx context.Context) (*session, *refusal) {
+func (b *Backend) acquire(ctx context.Context, log *slog.Logger) (*session, *refusal) {
 	busy := &refusal{text: ErrBusy, code: websocket.StatusTryAgainLater}
 	grace := time.NewTimer(b.cfg.BusyGrace)
 	defer grace.Stop()
@@ -171,7 +171,7 @@ func (b *Backend) acquire(ctx context.Context) (*session, *refusal) {
 		}
 		cur := b.active
 		if cur == nil {
-			s := newSession(b)
+			s := newSession(b, log)
 			b.active = s
 			b.mu.Unlock()
 			return s, nil

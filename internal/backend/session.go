@@ -54,9 +54,9 @@ type session struct {
 	finishOnce sync.Once
 }
 
-func newSession(b *Backend) *session {
+func newSession(b *Backend, log *slog.Logger) *session {
 	return &session{
-		b: b, log: b.log, names: map[string]bool{}, opts: defaultOptions(),
+		b: b, log: log, names: map[string]bool{}, opts: defaultOptions(),
 		ending: make(chan struct{}), released: make(chan struct{}), done: make(chan struct{}),
 	}
 }
