@@ -43,10 +43,10 @@ func errorf(format string, args ...any) *Error {
 
 // ParseHeader parses a text message whose verb must be one of known.
 func ParseHeader(msg []byte, known ...string) (Header, error) {
-	verb, rest, hasRest := bytes.Cut(msg, []byte{' '})
 	if len(msg) == 0 {
 		return Header{}, errorf("empty message where a header is due")
 	}
+	verb, rest, hasRest := bytes.Cut(msg, []byte{' '})
 	if !validVerb(verb) {
 		return Header{}, errorf("malformed header %s: a header starts with a lowercase verb", quoteStart(msg))
 	}
@@ -72,16 +72,14 @@ func ParseHeader(msg []byte, known ...string) (Header, error) {
 	return h, nil
 }
 
-// checkJSON reports why body is not one valid JSON value.
+// checkJSON reports why body is not one valid JSON value, in the words of
+// encoding/json's parser.
 func checkJSON(body []byte) error {
 	if json.Valid(body) {
 		return nil
 	}
 	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		return err
-	}
-	return fmt.Errorf("invalid JSON") // unreachable in practice: Valid and Unmarshal agree
+	return json.Unmarshal(body, &v) // fails wherever Valid does
 }
 
 // FormatHeader returns the text message for verb and body: the verb alone
