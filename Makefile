@@ -31,6 +31,8 @@ test: deps vet lint unit
 # Benchmarks: figures go into docs/benchmarks.md with this command.
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/sched/
+	$(GO) test -run '^$$' -bench 'Protocol$$' -benchmem ./internal/backend/
+	$(GO) test -run '^$$' -bench BackendVsAsy -benchtime 30x ./internal/backend/
 
 # A short fuzzing pass over the scheduling core's event sequences.
 fuzz: deps

@@ -19,6 +19,6 @@ Asymptote compile service with sandboxed backends.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand())
+	root.AddCommand(newServeCommand(), newBackendCommand())
 	return root
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/sched"
 )
 
@@ -82,7 +83,7 @@ type Dispatcher struct {
 
 	// Owned by the Run goroutine.
 	tickets  map[string]*Ticket
-	backends map[string]Starter
+	backends map[string]backend.Starter
 	queuedBy map[string]int
 	queued   int
 	seq      uint64
@@ -105,7 +106,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		cmds:     make(chan func(), 64),
 		stopped:  make(chan struct{}),
 		tickets:  make(map[string]*Ticket),
-		backends: make(map[string]Starter),
+		backends: make(map[string]backend.Starter),
 		queuedBy: make(map[string]int),
 	}, nil
 }
@@ -176,7 +177,7 @@ func (d *Dispatcher) do(f func()) error {
 }
 
 // AddBackend makes a backend slot available to the queue.
-func (d *Dispatcher) AddBackend(id string, s Starter) error {
+func (d *Dispatcher) AddBackend(id string, s backend.Starter) error {
 	var err error
 	if e := d.do(func() {
 		err = d.core.AddWorker(sched.WorkerSpec{ID: id, Slots: 1, Push: true})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/sandbox"
 )
 
@@ -14,7 +15,7 @@ import (
 // starting: they check the dispatcher's decisions, not runs.
 type idleBackend struct{}
 
-func (idleBackend) Start(context.Context, sandbox.Task, sandbox.Sink) (Execution, error) {
+func (idleBackend) Start(context.Context, sandbox.Task, sandbox.Sink) (backend.Execution, error) {
 	return nil, errors.New("idleBackend never runs tasks")
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/wire"
 )
@@ -18,7 +19,7 @@ type run struct {
 
 	runCtx context.Context // the run's own: cancelled to abort it
 	abort  context.CancelFunc
-	exec   Execution
+	exec   backend.Execution
 	done   chan sandbox.Outcome
 	relay  *relay
 	told   *told // the last estimate sent, to measure its error

@@ -4,12 +4,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/sched"
 )
 
 // Start tells a session that its task may run now, where, and for how long.
 type Start struct {
-	Backend   Starter
+	Backend   backend.Starter
 	BackendID string
 	Timeout   time.Duration // 0 for an interactive task: no tier limit
 }

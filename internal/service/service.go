@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
@@ -162,7 +163,7 @@ func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Service) Start() error {
 	go s.d.Run(s.ctx)
 	for i := range s.cfg.LocalBackends {
-		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), localBackend{s.runner}); err != nil {
+		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), backend.Sandbox(s.runner)); err != nil {
 			return err
 		}
 	}
@@ -230,16 +231,4 @@ func (s *Service) close() {
 	if s.db != nil {
 		s.db.Close()
 	}
-}
-
-// localBackend runs tasks in this process's sandbox.
-type localBackend struct{ r *sandbox.Runner }
-
-// Start starts t in a fresh sandbox.
-func (l localBackend) Start(ctx context.Context, t sandbox.Task, sink sandbox.Sink) (asyqueue.Execution, error) {
-	run, err := l.r.Start(ctx, t, sink)
-	if err != nil {
-		return nil, err
-	}
-	return run, nil
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/usherhq/usher/internal/backend"
+	"github.com/usherhq/usher/internal/sandbox"
+)
+
+// backendOptions are the flags of `usher backend`.
+type backendOptions struct {
+	listen   string
+	insecure bool
+	workRoot string
+	origins  []string
+	drain    time.Duration
+	logLevel slog.Level
+
+	addressSpace, fileSize, output, image, upload byteSize
+	cpuTime, maxTimeout, interactiveIdle          time.Duration
+	processes, openFiles, files                   int
+
+	// newStarter builds the runner; tests replace it.
+	newStarter func(sandbox.Config) (backend.Starter, error)
+	// onListen is told the address once the backend listens.
+	onListen func(net.Addr)
+}
+
+func newBackendCommand() *cobra.Command {
+	return backendCommand(&backendOptions{newStarter: sandboxStarter})
+}
+
+// backendCommand is the command that fills o.
+func backendCommand(o *backendOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "backend",
+		Short: "Run one sandboxed Asymptote backend (seed 001's backend protocol at /)",
+		Long: `backend serves seed 001's backend protocol ("Asymptote server") over WebSocket
+at / on --listen: one connection and one asy task at a time, each task in its
+own bubblewrap sandbox with the limits below (0 means the runner's documented
+default). A second connection while one is open gets
+complete {"success":false,"error":"backend busy"}. See docs/protocol.md.
+
+It refuses to start when the sandbox does not work (bubblewrap missing or
+unable to create its namespaces) unless --insecure is given, which runs asy
+without a sandbox and logs a warning on every task.
+
+GET /livez answers 200 while the process runs; GET /readyz answers 200 when
+no connection holds the backend and 503 otherwise. On SIGINT or SIGTERM it
+stops accepting connections, lets a running task finish for up to --drain,
+then aborts it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8081", "address to listen on")
+	f.BoolVar(&o.insecure, "insecure", false, "run asy WITHOUT a sandbox when bubblewrap does not work (logs a warning on every task)")
+	f.StringVar(&o.workRoot, "work-root", "", "parent of the per-task work directories (default: the system temporary directory)")
+	f.StringSliceVar(&o.origins, "origin", nil, "browser origins allowed to connect besides the backend's own host (host patterns)")
+	f.DurationVar(&o.drain, "drain", 30*time.Second, "on shutdown, how long a running task may go on before it is aborted")
+	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	f.Var(&o.addressSpace, "address-space", "address space of a task (RLIMIT_AS), e.g. 1GiB")
+	f.DurationVar(&o.cpuTime, "cpu-time", 0, "CPU time of a task (RLIMIT_CPU)")
+	f.Var(&o.fileSize, "file-size", "largest file a task may write (RLIMIT_FSIZE)")
+	f.IntVar(&o.processes, "processes", 0, "processes of a task (RLIMIT_NPROC)")
+	f.IntVar(&o.openFiles, "open-files", 0, "open files of a task (RLIMIT_NOFILE)")
+	f.Var(&o.output, "output-limit", "stdout and stderr of a task together")
+	f.Var(&o.image, "image-limit", "largest image read back")
+	f.DurationVar(&o.maxTimeout, "max-timeout", 0, "wall clock of a task that names no timeout, and the cap of any it names")
+	f.DurationVar(&o.interactiveIdle, "interactive-idle", 0, "an interactive task with no input for this long ends")
+	f.IntVar(&o.files, "max-files", 0, "most files in one task")
+	f.Var(&o.upload, "max-upload", "most bytes of all files of one task together")
+	envFallback(cmd, "USHER_BACKEND_")
+	return cmd
+}
+
+// sandboxStarter is the production runner.
+func sandboxStarter(cfg sandbox.Config) (backend.Starter, error) {
+	r, err := sandbox.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return backend.Sandbox(r), nil
+}
+
+// sandboxConfig maps the flags onto the runner's configuration.
+func (o *backendOptions) sandboxConfig(log *slog.Logger) sandbox.Config {
+	return sandbox.Config{
+		Limits: sandbox.Limits{
+			AddressSpace: int64(o.addressSpace), CPUTime: o.cpuTime, FileSize: int64(o.fileSize),
+			Processes: o.processes, OpenFiles: o.openFiles, Output: int64(o.output), Image: int64(o.image),
+			MaxTimeout: o.maxTimeout, InteractiveIdle: o.interactiveIdle, Files: o.files, Upload: int64(o.upload),
+		},
+		WorkRoot: o.workRoot,
+		Insecure: o.insecure,
+		Logger:   log,
+	}
+}
+
+// run serves until ctx ends, then shuts down gracefully.
+func (o *backendOptions) run(ctx context.Context, logOut io.Writer) error {
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: o.logLevel}))
+	starter, err := o.newStarter(o.sandboxConfig(log))
+	if err != nil {
+		return fmt.Errorf("backend: the sandbox does not work: %w", err)
+	}
+	b, err := backend.New(backend.Config{
+		Starter: starter, MaxFiles: o.files, MaxUpload: int64(o.upload),
+		OriginPatterns: o.origins, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("backend: %w", err)
+	}
+	srv := &http.Server{Handler: backendMux(b), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("backend: listening", "addr", ln.Addr().String(), "insecure", o.insecure)
+	if o.onListen != nil {
+		o.onListen(ln.Addr())
+	}
+	select {
+	case err := <-served:
+		return fmt.Errorf("backend: %w", err)
+	case <-ctx.Done():
+	}
+	return o.shutdown(srv, b, log)
+}
+
+// shutdown stops listening, drains the running task for up to --drain, then
+// aborts it.
+func (o *backendOptions) shutdown(srv *http.Server, b *backend.Backend, log *slog.Logger) error {
+	log.Info("backend: shutting down", "drain", o.drain)
+	ctx, cancel := context.WithTimeout(context.Background(), o.drain)
+	defer cancel()
+	errSrv := srv.Shutdown(ctx)
+	errB := b.Shutdown(ctx)
+	if errors.Is(errB, context.DeadlineExceeded) {
+		log.Warn("backend: a task was aborted at shutdown")
+		errB = nil
+	}
+	if errSrv != nil && !errors.Is(errSrv, context.DeadlineExceeded) {
+		return fmt.Errorf("backend: shutdown: %w", errSrv)
+	}
+	return errB
+}
+
+// backendMux mounts the protocol at / and the probes beside it.
+func backendMux(b *backend.Backend) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/", b)
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if b.Busy() {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "idle")
+	})
+	return mux
+}
