@@ -51,7 +51,7 @@ type addMessage struct {
 type optionsMessage struct {
 	Interactive bool   `json:"interactive,omitempty"`
 	Timeout     int64  `json:"timeout,omitempty"`
-	Format      string `json:"format"`
+	Format      string `json:"format,omitempty"`
 	Stderr      string `json:"stderr"`
 	Verbosity   int    `json:"verbosity"`
 }
