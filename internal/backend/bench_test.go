@@ -2,25 +2,17 @@ package backend
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/usherhq/usher/internal/asybench"
 	"github.com/usherhq/usher/internal/sandbox"
 )
 
 // benchFigure is a typical small figure: a path, a dot and a TeX label.
-const benchFigure = `size(4cm);
-draw(unitcircle);
-dot((0,0));
-label("$x^2+y^2=1$", (1,0), E);
-`
+const benchFigure = asybench.Figure
 
 // BenchmarkBackendVsAsy runs the same figure and format through the
 // backend (a real loopback WebSocket, newTestRunner's runner) and through
@@ -65,67 +57,33 @@ func (tb *testBackend) timeBackend(b *testing.B, format string) time.Duration {
 	return took
 }
 
-// timeBareAsy times what a backend does at the least: write the file into
-// a fresh directory, run asy as the runner invokes it, read the image.
+// timeBareAsy times bare asy on benchFigure.
 func timeBareAsy(b *testing.B, format string) time.Duration {
-	start := time.Now()
-	dir, err := os.MkdirTemp("", "bench-asy-")
+	d, err := asybench.Bare(benchFigure, format)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "fig.asy"), []byte(benchFigure), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command("/usr/bin/asy", "-noV", "-safe", "-noglobalread", "-f", format, "-o", filepath.Join(dir, "out"), "fig.asy")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "ASYMPTOTE_HOME=" + filepath.Join(dir, ".asy")}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("asy: %v: %s", err, out)
-	}
-	if _, err := os.ReadFile(filepath.Join(dir, "out."+format)); err != nil {
-		b.Fatal(err)
-	}
-	return time.Since(start)
+	return d
 }
 
 func reportOverhead(b *testing.B, viaBackend, bare []time.Duration) {
-	mb, ma := median(viaBackend), median(bare)
+	mb, ma := asybench.Median(viaBackend), asybench.Median(bare)
 	over := mb - ma
 	pct := 100 * float64(over) / float64(ma)
 	allowed := max(5*time.Millisecond, ma/20)
-	b.ReportMetric(ms(mb), "backend-ms")
-	b.ReportMetric(ms(ma), "asy-ms")
-	b.ReportMetric(ms(over), "overhead-ms")
+	b.ReportMetric(asybench.MS(mb), "backend-ms")
+	b.ReportMetric(asybench.MS(ma), "asy-ms")
+	b.ReportMetric(asybench.MS(over), "overhead-ms")
 	b.ReportMetric(pct, "overhead-%")
-	paired := make([]time.Duration, len(bare))
-	for i := range bare {
-		paired[i] = viaBackend[i] - bare[i]
-	}
-	b.ReportMetric(ms(median(paired)), "paired-overhead-ms")
+	paired := asybench.Paired(viaBackend, bare)
+	b.ReportMetric(asybench.MS(asybench.Median(paired)), "paired-overhead-ms")
 	verdict := "met"
 	if over > allowed {
 		verdict = "NOT met"
 	}
 	b.Logf("n=%d backend p10/p50/p90 %s, asy %s; overhead %.1f ms (%.1f %%), allowed %.1f ms: goal %s; median of paired differences %.1f ms",
-		len(bare), spread(viaBackend), spread(bare), ms(over), pct, ms(allowed), verdict, ms(median(paired)))
+		len(bare), asybench.Spread(viaBackend), asybench.Spread(bare), asybench.MS(over), pct, asybench.MS(allowed), verdict, asybench.MS(asybench.Median(paired)))
 }
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Sorted(slices.Values(d))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func spread(d []time.Duration) string {
-	s := slices.Sorted(slices.Values(d))
-	at := func(q float64) float64 { return ms(s[int(q*float64(len(s)-1))]) }
-	return fmt.Sprintf("%.0f/%.0f/%.0f ms", at(0.1), ms(median(d)), at(0.9))
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // instantStarter is a FAKE runner for BenchmarkProtocol only: no asy, no
 // files; each task sends one output and one image at once and succeeds. It

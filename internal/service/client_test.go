@@ -24,12 +24,12 @@ type msg struct {
 
 // client speaks the /asy protocol as a browser would.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	conn *wire.Conn
 }
 
-func dial(t *testing.T, srv *httptest.Server) *client {
+func dial(t testing.TB, srv *httptest.Server) *client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -145,7 +145,7 @@ func (c *client) compile(source string, options map[string]any) {
 
 // final returns the last message, which must be complete or denied, and
 // checks that the server closed after it.
-func final(t *testing.T, all []msg) msg {
+func final(t testing.TB, all []msg) msg {
 	t.Helper()
 	if len(all) == 0 {
 		t.Fatal("no messages before close")

@@ -31,7 +31,7 @@ type testService struct {
 
 // startService runs the embedded default with real sandboxed backends
 // on a loopback HTTP server.
-func startService(t *testing.T, backends int, mutate func(*Config)) *testService {
+func startService(t testing.TB, backends int, mutate func(*Config)) *testService {
 	t.Helper()
 	work := t.TempDir()
 	cfg := Config{
