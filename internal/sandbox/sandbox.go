@@ -4,12 +4,21 @@
 // resource limits and a wall clock that can only be shortened while the task
 // runs. It knows nothing of WebSockets: the backend protocol (package
 // backend) and the service drive it through Runner, Task, Sink and Run.
+//
+// Files by concern: limits.go (defaults and rlimits), names.go (file names
+// and task validation), preflight.go (New's checks), bwrap.go (the
+// bubblewrap and asy command lines), workdir.go (the private work
+// directory), process.go (starting and killing the process tree), run.go
+// (a run's lifecycle: wall clock, input, outcome), output.go (forwarding
+// stdout and stderr, the output limit, interactive prompts) and image.go
+// (reading images without following links).
 package sandbox
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -27,7 +36,7 @@ const (
 )
 
 // Limits bound one task. The zero value of a field means "use the default"
-// of DefaultLimits.
+// of DefaultLimits; limits.go documents the defaults and why.
 type Limits struct {
 	AddressSpace    int64         // RLIMIT_AS of asy and its children, bytes
 	CPUTime         time.Duration // RLIMIT_CPU, rounded up to whole seconds
@@ -40,6 +49,7 @@ type Limits struct {
 	InteractiveIdle time.Duration // an interactive session with no input for this long ends
 	Files           int           // most files in one task
 	Upload          int64         // most bytes of all files of one task together
+	Disk            int64         // all files in the work directory together (and the size of /tmp), bytes
 }
 
 // Config sets up a Runner.
@@ -48,6 +58,14 @@ type Config struct {
 	WorkRoot string       // parent of the per-task work directories; os.TempDir() when empty
 	Insecure bool         // run without bubblewrap; logs a warning on every task
 	Logger   *slog.Logger // slog.Default() when nil
+
+	// BwrapPath is the bubblewrap binary; "bwrap" looked up in PATH when empty.
+	BwrapPath string
+	// SandboxUID and SandboxGID are the host uid and gid the sandbox runs as
+	// when the server runs as root; 0 means 65534 (nobody/nogroup). A server
+	// that is not root runs the sandbox as its own uid, mapped to 65534
+	// inside the sandbox's user namespace.
+	SandboxUID, SandboxGID int
 }
 
 // File is one file of a task, written into the work directory before asy starts.
@@ -58,6 +76,10 @@ type File struct {
 }
 
 // Task is what a client asked for. Format defaults to svg.
+//
+// An interactive task starts asy without a file: asy reads the commands fed
+// by Run.Input. Its files are still written into the work directory (to be
+// imported); a main flag on one of them is allowed and ignored.
 type Task struct {
 	Files          []File
 	Format         string
@@ -80,6 +102,11 @@ type Sink interface {
 // "Execution aborted due to the time limit (<ms>ms)",
 // "Execution aborted due to the output limit (<bytes>B)",
 // "Execution failed with code <code>", "No image output".
+//
+// The output limit text also reports an image over Limits.Image and work
+// directory files over Limits.Disk, each with that limit's bytes. A run
+// cancelled through its context or aborted by a Sink error ends with
+// "Execution aborted: <cause>"; nobody is usually left to read it.
 type Outcome struct {
 	Success bool
 	Error   string
@@ -91,42 +118,42 @@ type Outcome struct {
 // or verbosity); its text says which.
 var ErrInvalidTask = errors.New("invalid task")
 
-// DefaultLimits returns the documented defaults.
-func DefaultLimits() Limits { panic("sandbox: not implemented") }
-
-// CheckFileName reports why name cannot be a task's file name, or nil: it
-// must end in ".asy", be at most 255 bytes, and contain no '/', '\\', "..",
-// NUL or control characters.
-func CheckFileName(name string) error { panic("sandbox: not implemented") }
-
 // Runner starts tasks. It is safe for concurrent use; each Start gets its
 // own sandbox.
-type Runner struct{}
+type Runner struct {
+	limits   Limits
+	workRoot string
+	insecure bool
+	log      *slog.Logger
+	tools    tools
+	asRoot   bool // the server is root: bubblewrap is started as uid/gid
+	uid, gid int
+	rootfs   []string // bubblewrap arguments that build the read-only root
 
-// New checks that the sandbox works (bubblewrap present, namespaces can be
-// created, asy runs inside) and returns a Runner. Without Insecure, a failing
-// check is an error naming the Debian package or the failing step.
-func New(cfg Config) (*Runner, error) { panic("sandbox: not implemented") }
-
-// Run is one started task.
-type Run struct{}
-
-// Start validates t, writes its files into a fresh work directory and starts
-// asy. Cancelling ctx aborts the run. The sink receives output and images
-// until Wait returns.
-func (r *Runner) Start(ctx context.Context, t Task, sink Sink) (*Run, error) {
-	panic("sandbox: not implemented")
+	// beforeImage, when set, runs before each attempt to read the image
+	// file from the work directory (host path). Tests use it to plant
+	// faults asy itself cannot produce (a symlink, FIFO or directory in
+	// place of the image).
+	beforeImage func(workDir, imageName string)
 }
 
-// Shorten lowers the wall-clock limit to timeout counted from the start of
-// the run, if that is earlier than the current limit; a later limit is
-// ignored. A limit already passed stops the run at once.
-func (run *Run) Shorten(timeout time.Duration) { panic("sandbox: not implemented") }
+// Run is one started task.
+type Run struct {
+	r     *Runner
+	task  Task
+	sink  Sink
+	ctx   context.Context
+	dir   *workDir
+	proc  *process
+	out   *forwarder
+	in    *feeder // nil unless interactive
+	start time.Time
 
-// Input feeds data to asy's stdin. It fails for a task that is not
-// interactive or has ended.
-func (run *Run) Input(data []byte) error { panic("sandbox: not implemented") }
+	mu      sync.Mutex
+	limit   time.Duration // current wall-clock limit, counted from start
+	wake    chan struct{} // Shorten and Input nudge the supervisor
+	abortCh chan string   // the forwarder asks the supervisor to abort
 
-// Wait waits for the run to end and returns its outcome. When Wait returns,
-// no process of the task is left and its work directory is gone.
-func (run *Run) Wait() Outcome { panic("sandbox: not implemented") }
+	done    chan struct{}
+	outcome Outcome
+}

@@ -1,0 +1,187 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+const (
+	// sandboxDir is where the work directory appears inside the sandbox.
+	sandboxDir = "/task"
+	// homeName is HOME (and ASYMPTOTE_HOME's parent) inside the work
+	// directory; it cannot clash with a task's files, which end in ".asy".
+	homeName = ".home"
+	// outputName is asy's output prefix, relative to the work directory
+	// (asy's working directory): asy writes out.svg, out.pdf or out.png
+	// there, and out_* scratch files. Relative on purpose: with any
+	// directory in the prefix (absolute or "./out"), asy 2.85 hands latex
+	// an empty job name after a TeX error in a label, and the user sees
+	// "Not writing to .aux" instead of their error (TestLaTeXErrorIsReported).
+	outputName = "out"
+	// nobody is the default sandbox uid and gid, and the uid inside.
+	nobody = 65534
+	// statusFD is bubblewrap's --json-status-fd in the child (ExtraFiles[0]).
+	statusFD = 3
+)
+
+// tools are the programs a run needs, as absolute host paths. All but
+// bwrap live under /usr, which is mounted at the same place inside.
+type tools struct {
+	bwrap, asy, prlimit, sh, stdbuf string
+}
+
+// rootLinks are the top-level names that merged-/usr systems make links
+// into /usr; the sandbox mirrors each as the host has it (link or directory).
+var rootLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// rootfsArgs are the bubblewrap arguments for the read-only root: /usr,
+// the top-level links, /var/lib/texmf (TeX's formats and font maps), a
+// private /proc and /dev. Nothing of /etc: asy, latex, dvisvgm and gs
+// work without it (TestNoEtc checks it), so no host configuration or
+// secret (passwd, shadow, hosts, ssl keys) is visible.
+func rootfsArgs() []string {
+	args := []string{"--ro-bind", "/usr", "/usr"}
+	for _, name := range rootLinks {
+		p := "/" + name
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				continue
+			}
+			args = append(args, "--symlink", target, p)
+		case fi.IsDir():
+			args = append(args, "--ro-bind", p, p)
+		}
+	}
+	return append(args,
+		"--ro-bind-try", "/var/lib/texmf", "/var/lib/texmf",
+		"--proc", "/proc",
+		"--dev", "/dev")
+}
+
+// sandboxEnv is the whole environment inside the sandbox (or of asy in
+// insecure mode, with home at the host path).
+func sandboxEnv(home string) []string {
+	return []string{
+		"PATH=/usr/bin:/bin",
+		"HOME=" + home,
+		"ASYMPTOTE_HOME=" + home + "/.asy",
+	}
+}
+
+// bwrapArgs is bubblewrap's command line that runs argv in the sandbox with
+// the host directory workDir mounted read-write at sandboxDir.
+func (r *Runner) bwrapArgs(workDir string, argv []string) []string {
+	id := strconv.Itoa(nobody)
+	args := []string{
+		r.tools.bwrap,
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--die-with-parent", "--new-session",
+		"--uid", id, "--gid", id, "--hostname", "sandbox",
+		"--clearenv",
+	}
+	for _, kv := range sandboxEnv(sandboxDir + "/" + homeName) {
+		k, v, _ := strings.Cut(kv, "=")
+		args = append(args, "--setenv", k, v)
+	}
+	args = append(args, r.rootfs...)
+	args = append(args,
+		"--size", strconv.FormatInt(r.limits.Disk, 10), "--tmpfs", "/tmp",
+		"--bind", workDir, sandboxDir,
+		"--remount-ro", "/",
+		"--chdir", sandboxDir,
+		"--as-pid-1",
+		"--json-status-fd", strconv.Itoa(statusFD),
+		"--")
+	return append(args, argv...)
+}
+
+// asyArgs is asy's command line for t. An interactive asy gets -q (no
+// welcome banner) and the prompt token, which the forwarder removes from
+// stdout and takes as "the previous command is done".
+func (r *Runner) asyArgs(t Task, token string) []string {
+	args := []string{r.tools.asy, "-noV", "-safe", "-noglobalread",
+		"-o", outputName, "-f", t.Format}
+	if t.Verbosity > 0 {
+		args = append(args, "-"+strings.Repeat("v", t.Verbosity))
+	}
+	if t.Interactive {
+		return append(args, "-q", "-prompt", token)
+	}
+	return append(args, "--", mainFile(t))
+}
+
+// command builds the process of one run.
+//
+// In the sandbox: bwrap → prlimit (sets the rlimits, execs) → sh, the
+// sandbox's PID 1 (--as-pid-1), which waits for asy and exits with its
+// status → stdbuf -oL (execs) → asy. sh rather than bubblewrap's own init
+// as PID 1: bubblewrap's outer process exits as soon as its init reports
+// asy's exit, without reaping the init, which is then left to the host's
+// PID 1 to reap; with --as-pid-1 the outer bwrap reaps PID 1 itself, so
+// when bwrap has exited the whole tree is gone and reaped. A shell rather
+// than asy itself as PID 1: PID 1 ignores signals it has no handler for,
+// which would change how asy dies of SIGABRT, SIGXCPU or SIGXFSZ.
+//
+// stdbuf -oL makes asy's stdout line-buffered (it is a pipe, and asy would
+// hold back up to 4 KiB): a web user sees each write() as it happens, and
+// sees it even when the time limit kills asy. stdbuf adds LD_PRELOAD and
+// _STDBUF_O to asy's environment for that.
+//
+// In insecure mode: prlimit → stdbuf → asy in the work directory, leading
+// its own process group.
+func (r *Runner) command(dir *workDir, t Task, token string) *exec.Cmd {
+	stdbuf := []string{r.tools.stdbuf, "-oL"}
+	if r.insecure {
+		argv := r.limits.prlimitArgs(r.tools.prlimit, false)
+		argv = append(append(argv, stdbuf...), r.asyArgs(t, token)...)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir.path
+		cmd.Env = sandboxEnv(filepath.Join(dir.path, homeName))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		return cmd
+	}
+	argv := r.limits.prlimitArgs(r.tools.prlimit, true)
+	argv = append(argv, r.tools.sh, "-c", `"$@"; exit $?`, "sh")
+	argv = append(append(argv, stdbuf...), r.asyArgs(t, token)...)
+	return r.bwrapCommand(dir.path, argv)
+}
+
+// bwrapCommand runs argv in a sandbox on workDir. When the server is root,
+// bubblewrap itself starts as the unprivileged sandbox uid, so the job is
+// that uid on the host too (not root mapped into a user namespace).
+func (r *Runner) bwrapCommand(workDir string, argv []string) *exec.Cmd {
+	args := r.bwrapArgs(workDir, argv)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = "/"
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if r.asRoot {
+		cmd.SysProcAttr.Credential = &syscall.Credential{
+			Uid: uint32(r.uid), Gid: uint32(r.gid), Groups: []uint32{},
+		}
+	}
+	return cmd
+}
+
+// underUsr resolves path and requires it under /usr, so that the same path
+// works inside the sandbox.
+func underUsr(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", path, err)
+	}
+	if !strings.HasPrefix(real, "/usr/") {
+		return "", fmt.Errorf("%s is %s, outside /usr, and not visible inside the sandbox", path, real)
+	}
+	return path, nil
+}

@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// figure draws something small; every test that wants a picture uses it.
+const figure = "size(2cm); draw(unitcircle); dot((0,0));\n"
+
+// testWorkRoot is a fresh work root that the sandbox uid can reach
+// (t.TempDir's parent is 0700, so it is not used).
+func testWorkRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "usher-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// newRunner makes a Runner on a fresh work root with limits l (zero fields
+// take the defaults).
+func newRunner(t testing.TB, l Limits) *Runner {
+	t.Helper()
+	r, err := New(Config{Limits: l, WorkRoot: testWorkRoot(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// mainTask is a task with one main file holding src.
+func mainTask(src string) Task {
+	return Task{Files: []File{{Name: "main.asy", Data: []byte(src), Main: true}}}
+}
+
+// recSink records what a run sends. Sink calls are never concurrent, but
+// tests read while the run goes on, hence the mutex.
+type recSink struct {
+	mu      sync.Mutex
+	outputs []segment
+	formats []string
+	images  [][]byte
+	calls   int
+	failOn  int // fail the call with this number (1-based); 0: never
+	changed chan struct{}
+}
+
+func newRecSink() *recSink { return &recSink{changed: make(chan struct{}, 1)} }
+
+func (s *recSink) call() error {
+	s.calls++
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	if s.calls == s.failOn {
+		return fmt.Errorf("client went away (call %d)", s.calls)
+	}
+	return nil
+}
+
+func (s *recSink) Output(stream string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outputs = append(s.outputs, segment{stream: stream, data: bytes.Clone(data)})
+	return s.call()
+}
+
+func (s *recSink) Result(format string, image []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.formats = append(s.formats, format)
+	s.images = append(s.images, bytes.Clone(image))
+	return s.call()
+}
+
+// text is everything forwarded on stream, or on both when stream is "".
+func (s *recSink) text(stream string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, o := range s.outputs {
+		if stream == "" || o.stream == stream {
+			b.Write(o.data)
+		}
+	}
+	return b.String()
+}
+
+func (s *recSink) imageCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.images)
+}
+
+func (s *recSink) image(i int) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.images[i]
+}
+
+// waitFor waits until cond holds, woken by every Sink call.
+func (s *recSink) waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for !cond() {
+		select {
+		case <-s.changed:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s; output so far: %q", what, s.text(""))
+		}
+	}
+}
+
+// start starts t on r with a new recSink.
+func start(t testing.TB, ctx context.Context, r *Runner, task Task) (*Run, *recSink) {
+	t.Helper()
+	s := newRecSink()
+	run, err := r.Start(ctx, task, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, s
+}
+
+// runTask runs t to the end and checks that nothing of it is left.
+func runTask(t testing.TB, r *Runner, task Task) (Outcome, *recSink) {
+	t.Helper()
+	run, s := start(t, context.Background(), r, task)
+	o := run.Wait()
+	assertGone(t, run)
+	return o, s
+}
+
+// assertGone checks what Wait promises: no process of the task in its PID
+// namespace and no work directory.
+func assertGone(t testing.TB, run *Run) {
+	t.Helper()
+	if _, err := os.Stat(run.dir.path); !os.IsNotExist(err) {
+		t.Errorf("work directory %s still there (%v)", run.dir.path, err)
+	}
+	if run.r.insecure {
+		return
+	}
+	if run.proc.pidNS == 0 {
+		t.Fatal("no PID namespace recorded")
+	}
+	if pids := pidsInNamespace(t, run.proc.pidNS); len(pids) > 0 {
+		t.Errorf("processes of the task survive: %v", pids)
+	}
+}
+
+// pidsInNamespace lists host processes whose PID namespace is ns.
+func pidsInNamespace(t testing.TB, ns uint64) []string {
+	t.Helper()
+	want := fmt.Sprintf("pid:[%d]", ns)
+	procs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, p := range procs {
+		link, err := os.Readlink(p + "/ns/pid")
+		if err == nil && link == want {
+			comm, _ := os.ReadFile(p + "/comm")
+			found = append(found, filepath.Base(p)+":"+strings.TrimSpace(string(comm)))
+		}
+	}
+	return found
+}
+
+// wantOutcome compares an outcome's success and error text.
+func wantOutcome(t testing.TB, o Outcome, success bool, errText string, s *recSink) {
+	t.Helper()
+	if o.Success != success || o.Error != errText {
+		t.Fatalf("outcome %+v, want success=%v error %q; output: %q", o, success, errText, tail(s.text(""), 3000))
+	}
+}
+
+// checkNextTask runs an ordinary figure on r: a hostile task must not
+// disturb the next one.
+func checkNextTask(t testing.TB, r *Runner) {
+	t.Helper()
+	o, s := runTask(t, r, mainTask(figure))
+	wantOutcome(t, o, true, "", s)
+	if s.imageCount() != 1 || !HasMagic(FormatSVG, s.image(0)) {
+		t.Fatalf("next task: %d images", s.imageCount())
+	}
+}

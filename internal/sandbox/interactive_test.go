@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func interactiveTask() Task {
+	return Task{Interactive: true, Timeout: 30 * time.Second}
+}
+
+func input(t *testing.T, run *Run, s string) {
+	t.Helper()
+	if err := run.Input([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// write(1+2); answers 3, a drawing command sends a picture, and neither
+// asy's welcome banner nor its prompts reach the client.
+func TestInteractive(t *testing.T) {
+	r := newRunner(t, Limits{})
+	run, s := start(t, context.Background(), r, interactiveTask())
+	input(t, run, "write(1+2);\n")
+	s.waitFor(t, "3", func() bool { return s.text(Stdout) == "3\n" })
+	input(t, run, "draw((0,0)--(1,1));\n")
+	s.waitFor(t, "an image", func() bool { return s.imageCount() == 1 })
+	if !HasMagic(FormatSVG, s.image(0)) {
+		t.Fatalf("not an svg: %q", s.image(0)[:min(40, len(s.image(0)))])
+	}
+	if err := run.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	o := run.Wait()
+	assertGone(t, run)
+	wantOutcome(t, o, true, "", s)
+	out := s.text("")
+	if strings.Contains(out, "Welcome") || strings.Contains(out, "\x1f") || strings.Contains(out, ">") {
+		t.Fatalf("banner or prompt forwarded: %q", out)
+	}
+	if s.imageCount() != 1 {
+		t.Fatalf("%d images; the picture did not change after the draw", s.imageCount())
+	}
+}
+
+// Each rewrite of the picture is sent; commands that do not change it send
+// nothing.
+func TestInteractiveRewrites(t *testing.T) {
+	r := newRunner(t, Limits{})
+	task := interactiveTask()
+	task.Format = FormatPNG
+	run, s := start(t, context.Background(), r, task)
+	input(t, run, "draw((0,0)--(1,1));\n")
+	s.waitFor(t, "image 1", func() bool { return s.imageCount() == 1 })
+	input(t, run, "write(\"no drawing\");\n")
+	s.waitFor(t, "output", func() bool { return strings.Contains(s.text(""), "no drawing") })
+	input(t, run, "draw((0,0)--(2,1), red);\n")
+	s.waitFor(t, "image 2", func() bool { return s.imageCount() == 2 })
+	if err := run.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	o := run.Wait()
+	assertGone(t, run)
+	wantOutcome(t, o, true, "", s)
+	if n := s.imageCount(); n != 2 {
+		t.Fatalf("%d images, want 2", n)
+	}
+	if !HasMagic(FormatPNG, s.image(1)) || bytes.Equal(s.image(0), s.image(1)) {
+		t.Fatal("the second picture is not a new png")
+	}
+}
+
+// Errors are reported and the session goes on; with stderr separate they
+// come on stderr.
+func TestInteractiveErrorsContinue(t *testing.T) {
+	r := newRunner(t, Limits{})
+	task := interactiveTask()
+	task.SeparateStderr = true
+	run, s := start(t, context.Background(), r, task)
+	input(t, run, "int x = ;\n")
+	s.waitFor(t, "the error", func() bool { return strings.Contains(s.text(Stderr), "syntax error") })
+	input(t, run, "write(2*3);\n")
+	s.waitFor(t, "6", func() bool { return s.text(Stdout) == "6\n" })
+	if err := run.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	o := run.Wait()
+	assertGone(t, run)
+	wantOutcome(t, o, false, "No image output", s)
+}
+
+// A session with no input for InteractiveIdle ends as if the input had
+// ended: asy exits and the picture it drew makes it a success.
+func TestInteractiveIdle(t *testing.T) {
+	r := newRunner(t, Limits{InteractiveIdle: time.Second})
+	run, s := start(t, context.Background(), r, interactiveTask())
+	input(t, run, "draw((0,0)--(1,1));\n")
+	began := time.Now()
+	o := run.Wait()
+	took := time.Since(began)
+	assertGone(t, run)
+	wantOutcome(t, o, true, "", s)
+	if took < 900*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("ended %v after the last input, want about the idle time of 1s", took)
+	}
+	if s.imageCount() != 1 {
+		t.Fatalf("%d images", s.imageCount())
+	}
+}
+
+// The wall clock still bounds an interactive session that keeps asy busy.
+func TestInteractiveTimeLimit(t *testing.T) {
+	r := newRunner(t, Limits{})
+	task := interactiveTask()
+	task.Timeout = 1500 * time.Millisecond
+	run, s := start(t, context.Background(), r, task)
+	input(t, run, "while(true) {}\n")
+	o := run.Wait()
+	assertGone(t, run)
+	wantOutcome(t, o, false, "Execution aborted due to the time limit (1500ms)", s)
+}
+
+func TestInputErrors(t *testing.T) {
+	r := newRunner(t, Limits{Upload: 64})
+	run, s := start(t, context.Background(), r, mainTask(figure))
+	if err := run.Input([]byte("draw(unitcircle);\n")); err == nil {
+		t.Error("Input accepted by a task that is not interactive")
+	}
+	if err := run.CloseInput(); err == nil {
+		t.Error("CloseInput accepted by a task that is not interactive")
+	}
+	wantOutcome(t, run.Wait(), true, "", s)
+
+	run, s = start(t, context.Background(), r, interactiveTask())
+	if err := run.Input([]byte(strings.Repeat(" ", 65))); err == nil {
+		t.Error("more than Limits.Upload bytes of input accepted at once")
+	}
+	input(t, run, "write(1);\n")
+	s.waitFor(t, "1", func() bool { return s.text("") == "1\n" })
+	if err := run.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	run.Wait()
+	if err := run.Input([]byte("write(2);\n")); err == nil {
+		t.Error("Input accepted after the end")
+	}
+}

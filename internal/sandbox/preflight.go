@@ -1,0 +1,279 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The steps New checks, named in its errors.
+const (
+	stepFindBwrap  = "find bwrap"
+	stepFindTools  = "find asy, prlimit, stdbuf and sh"
+	stepWorkRoot   = "reach the work root"
+	stepNamespaces = "create namespaces"
+	stepRender     = "render test figures in the sandbox"
+)
+
+// selfTested remembers configurations whose sandbox already rendered the
+// test figures in this process, so that many Runners cost one check.
+var selfTested sync.Map
+
+// New checks that the sandbox works (bubblewrap present, namespaces can be
+// created, asy runs inside) and returns a Runner. Without Insecure, a failing
+// check is an error naming the Debian package or the failing step.
+func New(cfg Config) (*Runner, error) {
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
+	r := &Runner{
+		limits:   cfg.Limits.withDefaults(),
+		insecure: cfg.Insecure,
+		log:      cfg.Logger,
+		uid:      cfg.SandboxUID,
+		gid:      cfg.SandboxGID,
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.uid == 0 {
+		r.uid = nobody
+	}
+	if r.gid == 0 {
+		r.gid = nobody
+	}
+	r.asRoot = os.Geteuid() == 0 && !r.insecure
+	if err := r.setWorkRoot(cfg.WorkRoot); err != nil {
+		return nil, err
+	}
+	if err := r.findTools(cfg.BwrapPath); err != nil {
+		return nil, err
+	}
+	if r.insecure {
+		r.log.Warn("sandbox: INSECURE mode: asy runs without bubblewrap, as the server's user, with host files and network in reach")
+		return r, nil
+	}
+	r.rootfs = rootfsArgs()
+	if err := r.checkWorkRoot(); err != nil {
+		return nil, err
+	}
+	if err := r.selfTest(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// stepError names the failing step of New.
+func stepError(step string, err error) error {
+	return fmt.Errorf("sandbox: step %q failed: %w", step, err)
+}
+
+func (r *Runner) setWorkRoot(root string) error {
+	if root == "" {
+		root = os.TempDir()
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return stepError(stepWorkRoot, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return stepError(stepWorkRoot, err)
+	}
+	if !fi.IsDir() {
+		return stepError(stepWorkRoot, fmt.Errorf("%s is not a directory", abs))
+	}
+	r.workRoot = abs
+	return nil
+}
+
+// findTools looks up bwrap, asy and prlimit.
+func (r *Runner) findTools(bwrap string) error {
+	var err error
+	if r.tools.asy, err = lookUnderUsr("asy"); err != nil {
+		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"asymptote\")", err))
+	}
+	if r.tools.prlimit, err = lookUnderUsr("prlimit"); err != nil {
+		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"util-linux\")", err))
+	}
+	if r.tools.stdbuf, err = lookUnderUsr("stdbuf"); err != nil {
+		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"coreutils\")", err))
+	}
+	if r.tools.sh, err = lookUnderUsr("sh"); err != nil {
+		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"dash\")", err))
+	}
+	if r.insecure {
+		return nil
+	}
+	if bwrap == "" {
+		bwrap = "bwrap"
+	}
+	if r.tools.bwrap, err = exec.LookPath(bwrap); err != nil {
+		return stepError(stepFindBwrap, fmt.Errorf("bubblewrap is not installed (install the Debian package \"bubblewrap\"): %w", err))
+	}
+	return nil
+}
+
+func lookUnderUsr(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	return underUsr(path)
+}
+
+// checkWorkRoot makes sure bubblewrap, started as the sandbox uid, can reach
+// the work root: every directory on the way must be searchable by it.
+func (r *Runner) checkWorkRoot() error {
+	if !r.asRoot {
+		return nil
+	}
+	for dir := r.workRoot; ; dir = filepath.Dir(dir) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return stepError(stepWorkRoot, err)
+		}
+		if !searchable(fi, r.uid, r.gid) {
+			return stepError(stepWorkRoot, fmt.Errorf(
+				"the sandbox uid %d cannot enter %s on the way to the work root %s (make it searchable: chmod o+x)",
+				r.uid, dir, r.workRoot))
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
+}
+
+// searchable reports whether uid:gid may enter the directory fi.
+func searchable(fi os.FileInfo, uid, gid int) bool {
+	mode := fi.Mode().Perm()
+	owner, group := statOwner(fi)
+	switch {
+	case owner == uid:
+		return mode&0o100 != 0
+	case group == gid:
+		return mode&0o010 != 0
+	}
+	return mode&0o001 != 0
+}
+
+// selfTest runs an empty sandbox (namespaces, mounts, rlimits), then asy
+// with a LaTeX label to svg (latex, dvisvgm) and png (ghostscript).
+func (r *Runner) selfTest() error {
+	key := fmt.Sprint(r.tools, r.uid, r.gid, r.asRoot)
+	if _, ok := selfTested.Load(key); ok {
+		return nil
+	}
+	if err := r.emptySandbox(); err != nil {
+		return stepError(stepNamespaces, fmt.Errorf(
+			"bubblewrap (Debian package \"bubblewrap\") cannot create its namespaces or mounts: %w", err))
+	}
+	for _, format := range []string{FormatSVG, FormatPNG} {
+		if err := r.renderTest(format); err != nil {
+			return stepError(stepRender, fmt.Errorf(
+				"%s: %w (the Debian packages asymptote, texlive-latex-base, dvisvgm and ghostscript are needed)", format, err))
+		}
+	}
+	selfTested.Store(key, true)
+	return nil
+}
+
+// emptySandbox runs prlimit true in a sandbox on a scratch work directory.
+func (r *Runner) emptySandbox() error {
+	dir, err := r.newWorkDir(nil)
+	if err != nil {
+		return err
+	}
+	defer dir.remove()
+	argv := append(r.limits.prlimitArgs(r.tools.prlimit, true), "/usr/bin/true")
+	cmd := r.bwrapCommand(dir.path, argv)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	p, err := startProcess(cmd, true)
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
+	}
+	stop := time.AfterFunc(30*time.Second, p.kill)
+	p.wait()
+	stop.Stop()
+	if p.code != 0 {
+		return fmt.Errorf("%s exited with code %d: %s", r.tools.bwrap, p.code, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// testFigure has a LaTeX label, so latex runs too.
+const testFigure = `size(2cm); draw(unitcircle); label("$x^2$", (0,0));`
+
+// renderTest renders testFigure through the Runner itself.
+func (r *Runner) renderTest(format string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sink := &collectSink{}
+	run, err := r.Start(ctx, Task{
+		Files:  []File{{Name: "usher-selftest.asy", Data: []byte(testFigure), Main: true}},
+		Format: format,
+	}, sink)
+	if err != nil {
+		return err
+	}
+	o := run.Wait()
+	if !o.Success || len(sink.images) != 1 || !HasMagic(format, sink.images[0]) {
+		return fmt.Errorf("outcome %q, output: %s", o.Error, tail(sink.output.String(), 2000))
+	}
+	return nil
+}
+
+// HasMagic reports whether image starts as a file of format should: svg
+// with "<?xml" or "<svg", pdf with "%PDF", png with its 8-byte signature.
+func HasMagic(format string, image []byte) bool {
+	switch format {
+	case FormatSVG:
+		return bytes.HasPrefix(image, []byte("<?xml")) || bytes.HasPrefix(image, []byte("<svg"))
+	case FormatPDF:
+		return bytes.HasPrefix(image, []byte("%PDF"))
+	case FormatPNG:
+		return bytes.HasPrefix(image, []byte("\x89PNG\r\n\x1a\n"))
+	}
+	return false
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// collectSink keeps what a run sends (New's self-test).
+type collectSink struct {
+	output bytes.Buffer
+	images [][]byte
+}
+
+func (c *collectSink) Output(_ string, data []byte) error {
+	c.output.Write(data)
+	return nil
+}
+
+func (c *collectSink) Result(_ string, image []byte) error {
+	c.images = append(c.images, image)
+	return nil
+}
+
+// statOwner is the uid and gid owning fi, or -1, -1.
+func statOwner(fi os.FileInfo) (int, int) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, -1
+	}
+	return int(st.Uid), int(st.Gid)
+}
