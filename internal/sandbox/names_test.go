@@ -99,7 +99,9 @@ func FuzzCheckFileName(f *testing.F) {
 
 func TestStartRefusesInvalidTasks(t *testing.T) {
 	r := newRunner(t, Limits{Files: 3, Upload: 100})
-	file := func(name string, main bool) File { return File{Name: name, Data: []byte("draw((0,0)--(1,1));"), Main: main} }
+	file := func(name string, main bool) File {
+		return File{Name: name, Data: []byte("draw((0,0)--(1,1));"), Main: main}
+	}
 	for _, tc := range []struct {
 		name string
 		task Task

@@ -238,6 +238,7 @@ func TestCancel(t *testing.T) {
 	}
 	assertGone(t, run)
 	wantOutcome(t, o, false, "Execution aborted: context canceled", s)
+	checkNextTask(t, r)
 }
 
 // A Sink error (the client went away) aborts the run; the Sink is not

@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkOverhead renders the same figure (with a LaTeX label, to svg)
+// through the Runner and through bare asy, interleaved, and reports the
+// median wall time of each and the difference. Bare asy runs as a user
+// would run it by hand: same flags, its own directory and HOME kept
+// between runs. Run it with
+//
+//	go test -run '^$' -bench Overhead -benchtime 40x ./internal/sandbox/
+func BenchmarkOverhead(b *testing.B) {
+	r := newRunner(b, Limits{})
+	bareDir := b.TempDir()
+	src := []byte(testFigure)
+	if err := os.WriteFile(filepath.Join(bareDir, "main.asy"), src, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	task := Task{Files: []File{{Name: "main.asy", Data: src, Main: true}}}
+	var sandboxed, bare []time.Duration
+	for b.Loop() {
+		began := time.Now()
+		s := newRecSink()
+		run, err := r.Start(context.Background(), task, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o := run.Wait()
+		sandboxed = append(sandboxed, time.Since(began))
+		if !o.Success || s.imageCount() != 1 {
+			b.Fatalf("runner: %+v", o)
+		}
+		began = time.Now()
+		cmd := exec.Command(r.tools.asy, "-noV", "-safe", "-noglobalread", "-o", "out", "-f", "svg", "--", "main.asy")
+		cmd.Dir = bareDir
+		cmd.Env = sandboxEnv(filepath.Join(bareDir, homeName))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("bare asy: %v: %s", err, out)
+		}
+		bare = append(bare, time.Since(began))
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	mr, mb := median(sandboxed), median(bare)
+	b.ReportMetric(ms(mr), "runner-ms")
+	b.ReportMetric(ms(mb), "bare-ms")
+	b.ReportMetric(ms(mr-mb), "overhead-ms")
+	b.ReportMetric(100*float64(mr-mb)/float64(mb), "overhead-%")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
