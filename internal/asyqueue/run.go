@@ -13,9 +13,8 @@ import (
 // run follows one task from the queue to its end on a backend.
 type run struct {
 	*session
-	task     sandbox.Task
-	ticket   *Ticket
-	queuedAt time.Time
+	task   sandbox.Task
+	ticket *Ticket
 
 	runCtx context.Context // the run's own: cancelled to abort it
 	abort  context.CancelFunc
@@ -32,11 +31,9 @@ type told struct {
 
 // follow relays queue updates, the run's messages and the client's input
 // until the task ends. It reports whether the run went to its own end.
-func (r *run) follow(ctx context.Context) bool {
+func (r *run) follow(ctx, readCtx context.Context) bool {
 	r.runCtx, r.abort = context.WithCancel(ctx)
 	defer r.abort()
-	readCtx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
 	msgs := make(chan inbound, 1)
 	go r.readAfterRun(readCtx, msgs)
 	for {

@@ -67,9 +67,15 @@ func (s *session) queue(ctx context.Context, task sandbox.Task) {
 		s.send(ctx, "denied", deniedBody{Error: err.Error()})
 		return
 	}
-	r := &run{session: s, task: task, ticket: t, queuedAt: time.Now()}
-	ran := r.follow(ctx)
+	// The reader of the client's later messages stops only after the slot
+	// is released and the connection closed: cancelling a read closes the
+	// connection, and a client that sees the close may send its next task.
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	r := &run{session: s, task: task, ticket: t}
+	ran := r.follow(ctx, readCtx)
 	s.srv.d.Release(t, ran)
+	closeWith(s.conn)
 }
 
 func denialReason(err error) string {

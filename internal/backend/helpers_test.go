@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,22 +24,24 @@ const (
 	testMaxInput  = 1 << 10
 )
 
-// newTestRunner returns the Starter every protocol test runs tasks with.
-//
-// STAND-IN until package sandbox lands: it returns standInAsy (real asy,
-// NO sandbox; standin_test.go also points checkFileName at its stand-in).
-// To switch to the real runner, replace the body with
-//
-//	r, err := sandbox.New(sandbox.Config{})
-//	if err != nil {
-//		t.Fatalf("sandbox: %v", err)
-//	}
-//	return Sandbox(r)
-//
-// and delete standin_test.go.
+// newTestRunner returns the Starter every protocol test runs tasks with:
+// the real sandboxed runner, on a work root the sandbox uid can reach.
 func newTestRunner(t testing.TB) Starter {
 	t.Helper()
-	return standInAsy{maxTimeout: 20 * time.Second, outputLimit: 1 << 20}
+	root, err := os.MkdirTemp("", "usher-backend-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	limits := sandbox.Limits{MaxTimeout: 20 * time.Second, Output: 1 << 20}
+	r, err := sandbox.New(sandbox.Config{Limits: limits, WorkRoot: root})
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	return Sandbox(r)
 }
 
 // recorder wraps a Starter and records what the backend did with it: how

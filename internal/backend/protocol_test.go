@@ -218,7 +218,7 @@ func badCases() []badCase {
 	for _, name := range []string{"a.txt", "a", "dir/a.asy", `dir\a.asy`, "../a.asy", "a..asy", "a\x00.asy", "a\n.asy", "a\x7f.asy",
 		strings.Repeat("x", 252) + ".asy"} {
 		cases = append(cases, badCase{name: "file name " + name[:min(len(name), 12)], send: func(c *client) { c.add(name, true, figure) },
-			err: checkFileName(name).Error()})
+			err: sandbox.CheckFileName(name).Error()})
 	}
 	return cases
 }

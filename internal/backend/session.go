@@ -14,10 +14,6 @@ import (
 	"github.com/usherhq/usher/internal/wire"
 )
 
-// checkFileName is sandbox.CheckFileName; a variable only so that tests can
-// run before the real runner lands.
-var checkFileName = sandbox.CheckFileName
-
 // errEnded stops the reader of a session something else is ending.
 var errEnded = errors.New("session ended")
 
@@ -156,7 +152,7 @@ func (s *session) add(h wire.Header) error {
 		return refuse(ErrNoFilename)
 	}
 	name := *body.Filename
-	if err := checkFileName(name); err != nil {
+	if err := sandbox.CheckFileName(name); err != nil {
 		return refuse("%s", err.Error())
 	}
 	if s.names[name] {

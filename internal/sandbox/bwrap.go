@@ -42,7 +42,7 @@ var rootLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 // rootfsArgs are the bubblewrap arguments for the read-only root: /usr,
 // the top-level links, /var/lib/texmf (TeX's formats and font maps), a
 // private /proc and /dev. Nothing of /etc: asy, latex, dvisvgm and gs
-// work without it (TestNoEtc checks it), so no host configuration or
+// work without it (TestSandboxShape checks), so no host configuration or
 // secret (passwd, shadow, hosts, ssl keys) is visible.
 func rootfsArgs() []string {
 	args := []string{"--ro-bind", "/usr", "/usr"}

@@ -22,6 +22,7 @@ func input(t *testing.T, run *Run, s string) {
 // write(1+2); answers 3, a drawing command sends a picture, and neither
 // asy's welcome banner nor its prompts reach the client.
 func TestInteractive(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	run, s := start(t, context.Background(), r, interactiveTask())
 	input(t, run, "write(1+2);\n")
@@ -49,6 +50,7 @@ func TestInteractive(t *testing.T) {
 // Each rewrite of the picture is sent; commands that do not change it send
 // nothing.
 func TestInteractiveRewrites(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	task := interactiveTask()
 	task.Format = FormatPNG
@@ -76,6 +78,7 @@ func TestInteractiveRewrites(t *testing.T) {
 // Errors are reported and the session goes on; with stderr separate they
 // come on stderr.
 func TestInteractiveErrorsContinue(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	task := interactiveTask()
 	task.SeparateStderr = true
@@ -95,6 +98,7 @@ func TestInteractiveErrorsContinue(t *testing.T) {
 // A session with no input for InteractiveIdle ends as if the input had
 // ended: asy exits and the picture it drew makes it a success.
 func TestInteractiveIdle(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{InteractiveIdle: time.Second})
 	run, s := start(t, context.Background(), r, interactiveTask())
 	input(t, run, "draw((0,0)--(1,1));\n")
@@ -113,6 +117,7 @@ func TestInteractiveIdle(t *testing.T) {
 
 // The wall clock still bounds an interactive session that keeps asy busy.
 func TestInteractiveTimeLimit(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	task := interactiveTask()
 	task.Timeout = 1500 * time.Millisecond
@@ -124,6 +129,7 @@ func TestInteractiveTimeLimit(t *testing.T) {
 }
 
 func TestInputErrors(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{Upload: 64})
 	run, s := start(t, context.Background(), r, mainTask(figure))
 	if err := run.Input([]byte("draw(unitcircle);\n")); err == nil {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestCheckFileName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		want error
@@ -49,6 +50,7 @@ func TestCheckFileName(t *testing.T) {
 
 // The reasons have distinct texts: the backend sends them to clients.
 func TestFileNameReasonsAreDistinct(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, err := range []error{ErrNameSuffix, ErrNameTooLong, ErrNameSlash, ErrNameBackslash,
 		ErrNameDotDot, ErrNameNUL, ErrNameControl, ErrNameUTF8} {
@@ -98,8 +100,11 @@ func FuzzCheckFileName(f *testing.F) {
 }
 
 func TestStartRefusesInvalidTasks(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{Files: 3, Upload: 100})
-	file := func(name string, main bool) File { return File{Name: name, Data: []byte("draw((0,0)--(1,1));"), Main: main} }
+	file := func(name string, main bool) File {
+		return File{Name: name, Data: []byte("draw((0,0)--(1,1));"), Main: main}
+	}
 	for _, tc := range []struct {
 		name string
 		task Task
@@ -133,6 +138,7 @@ func TestStartRefusesInvalidTasks(t *testing.T) {
 }
 
 func TestStartRefusesNilSink(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	if _, err := r.Start(t.Context(), mainTask(figure), nil); err == nil {
 		t.Fatal("started without a Sink")
@@ -141,6 +147,7 @@ func TestStartRefusesNilSink(t *testing.T) {
 
 // Odd but valid names work as the main file and as imported files.
 func TestFileNameTricks(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	for _, name := range []string{
 		"-rf.asy", "--help.asy", "a b.asy", "ü.asy", ".asy", "out.asy", "out_.asy",

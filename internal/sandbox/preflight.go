@@ -24,8 +24,12 @@ const (
 )
 
 // selfTested remembers configurations whose sandbox already rendered the
-// test figures in this process, so that many Runners cost one check.
-var selfTested sync.Map
+// test figures in this process, so that many Runners cost one check;
+// selfTestMu makes concurrent News wait for one check.
+var (
+	selfTested sync.Map
+	selfTestMu sync.Mutex
+)
 
 // New checks that the sandbox works (bubblewrap present, namespaces can be
 // created, asy runs inside) and returns a Runner. Without Insecure, a failing
@@ -166,18 +170,26 @@ func searchable(fi os.FileInfo, uid, gid int) bool {
 }
 
 // selfTest runs an empty sandbox (namespaces, mounts, rlimits), then asy
-// with a LaTeX label to svg (latex, dvisvgm) and png (ghostscript).
+// with a LaTeX label to svg (latex, dvisvgm) and png (ghostscript). It
+// checks the machine, with the default limits: limits configured too small
+// for asy show as failing tasks, not here.
 func (r *Runner) selfTest() error {
 	key := fmt.Sprint(r.tools, r.uid, r.gid, r.asRoot)
+	selfTestMu.Lock()
+	defer selfTestMu.Unlock()
 	if _, ok := selfTested.Load(key); ok {
 		return nil
 	}
-	if err := r.emptySandbox(); err != nil {
+	probe := &Runner{
+		limits: DefaultLimits(), workRoot: r.workRoot, log: r.log, tools: r.tools,
+		asRoot: r.asRoot, uid: r.uid, gid: r.gid, rootfs: r.rootfs,
+	}
+	if err := probe.emptySandbox(); err != nil {
 		return stepError(stepNamespaces, fmt.Errorf(
 			"bubblewrap (Debian package \"bubblewrap\") cannot create its namespaces or mounts: %w", err))
 	}
 	for _, format := range []string{FormatSVG, FormatPNG} {
-		if err := r.renderTest(format); err != nil {
+		if err := probe.renderTest(format); err != nil {
 			return stepError(stepRender, fmt.Errorf(
 				"%s: %w (the Debian packages asymptote, texlive-latex-base, dvisvgm and ghostscript are needed)", format, err))
 		}

@@ -10,6 +10,7 @@ import (
 )
 
 func TestNewWithoutBwrap(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{WorkRoot: testWorkRoot(t), BwrapPath: "/nonexistent/bwrap"})
 	if err == nil || !strings.Contains(err.Error(), `"bubblewrap"`) || !strings.Contains(err.Error(), `step "find bwrap"`) {
 		t.Fatalf("New: %v; want the package and the step named", err)
@@ -25,6 +26,7 @@ exit 1
 `
 
 func TestNewNamespacesFail(t *testing.T) {
+	t.Parallel()
 	root := testWorkRoot(t)
 	fake := filepath.Join(root, "fake-bwrap")
 	if err := os.WriteFile(fake, []byte(fakeBwrapNoNamespaces), 0o755); err != nil {
@@ -44,6 +46,7 @@ func TestNewNamespacesFail(t *testing.T) {
 // A root server runs bwrap as the sandbox uid, which must be able to reach
 // the work root; a server that is not root needs nothing of the kind.
 func TestNewWorkRootUnreachable(t *testing.T) {
+	t.Parallel()
 	root := testWorkRoot(t)
 	hidden := filepath.Join(root, "hidden")
 	if err := os.Mkdir(hidden, 0o700); err != nil {
@@ -71,12 +74,14 @@ func TestNewWorkRootUnreachable(t *testing.T) {
 }
 
 func TestNewRefusesNegativeLimits(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Config{Limits: Limits{Output: -1}}); err == nil {
 		t.Fatal("accepted a negative limit")
 	}
 }
 
 func TestDefaultLimitsFillZeroFields(t *testing.T) {
+	t.Parallel()
 	l := Limits{Output: 10}.withDefaults()
 	d := DefaultLimits()
 	d.Output = 10
@@ -87,6 +92,7 @@ func TestDefaultLimitsFillZeroFields(t *testing.T) {
 
 // Insecure mode works without bubblewrap and warns on every task.
 func TestInsecureWarnsEveryTask(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	r, err := New(Config{Insecure: true, WorkRoot: testWorkRoot(t), BwrapPath: "/nonexistent/bwrap",
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -2,13 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
 	"os"
-	"sync"
 	"time"
 )
 
@@ -55,13 +50,6 @@ func (r *Runner) Start(ctx context.Context, t Task, sink Sink) (*Run, error) {
 	return run, nil
 }
 
-// pipes are the parent's ends of asy's stdio.
-type pipes struct {
-	out, err *os.File // read ends; err is nil when stderr is merged
-	in       *os.File // write end; nil unless interactive
-	child    []*os.File
-}
-
 // launch starts the process and the goroutines that serve it.
 func (run *Run) launch() error {
 	t := run.task
@@ -97,61 +85,6 @@ func (run *Run) launch() error {
 	return nil
 }
 
-// open makes the pipes; child is stdin, stdout, stderr of the process.
-func (p *pipes) open(separate, interactive bool) error {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("sandbox: stdout pipe: %w", err)
-	}
-	p.out, p.child = outR, []*os.File{nil, outW, outW}
-	if separate {
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			p.closeAll()
-			return fmt.Errorf("sandbox: stderr pipe: %w", err)
-		}
-		p.err, p.child[2] = errR, errW
-	}
-	if interactive {
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			p.closeAll()
-			return fmt.Errorf("sandbox: stdin pipe: %w", err)
-		}
-		p.in, p.child[0] = inW, inR
-	}
-	return nil
-}
-
-func (p *pipes) closeAll() {
-	for _, f := range append([]*os.File{p.out, p.err, p.in}, p.child...) {
-		if f != nil {
-			f.Close()
-		}
-	}
-}
-
-// failed reports a process that did not start, with what it printed (a
-// bubblewrap error message, usually).
-func (p *pipes) failed(err error) error {
-	_ = p.out.SetReadDeadline(time.Now().Add(time.Second))
-	msg, _ := io.ReadAll(io.LimitReader(p.out, 4*kiB))
-	if p.err != nil {
-		_ = p.err.SetReadDeadline(time.Now().Add(time.Second))
-		m, _ := io.ReadAll(io.LimitReader(p.err, 4*kiB))
-		msg = append(msg, m...)
-	}
-	for _, f := range []*os.File{p.out, p.err, p.in} {
-		if f != nil {
-			f.Close()
-		}
-	}
-	if len(msg) > 0 {
-		return fmt.Errorf("%w: %s", err, msg)
-	}
-	return err
-}
-
 // startForwarder starts the stream readers and the forwarder's loop.
 func (run *Run) startForwarder(p pipes, token string) {
 	img := &images{
@@ -169,14 +102,6 @@ func (run *Run) startForwarder(p pipes, token string) {
 	f.streams = len(f.files)
 	run.out = f
 	go f.loop()
-}
-
-// promptToken is an interactive asy's prompt: random, so that output is
-// unlikely to contain it by chance, and framed by ASCII unit separators.
-func promptToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "\x1fusher-prompt-" + hex.EncodeToString(b[:]) + "\x1f"
 }
 
 // requestAbort asks the supervisor to abort; the first reason wins.
@@ -368,97 +293,4 @@ func (run *Run) settle(reason string) Outcome {
 		o.Error = noImageText
 	}
 	return o
-}
-
-// feeder writes Input to an interactive asy's stdin from its own
-// goroutine, so that Input never blocks on an asy that is not reading.
-type feeder struct {
-	w    *os.File
-	max  int64
-	mu   sync.Mutex
-	q    [][]byte
-	n    int64
-	fed  bool // input arrived since active() last looked
-	shut bool // no more input: EOF after the queue
-	gone bool // asy's stdin is closed
-	wake chan struct{}
-	once sync.Once
-}
-
-func newFeeder(w *os.File, maxQueued int64) *feeder {
-	return &feeder{w: w, max: maxQueued, wake: make(chan struct{}, 1)}
-}
-
-// feed queues data for asy.
-func (f *feeder) feed(data []byte) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case f.shut || f.gone:
-		return errors.New("sandbox: input after the end of the session")
-	case f.n+int64(len(data)) > f.max:
-		return fmt.Errorf("sandbox: more than %dB of input waiting for asy", f.max)
-	}
-	f.q = append(f.q, append([]byte(nil), data...))
-	f.n += int64(len(data))
-	f.fed = true
-	nudge(f.wake)
-	return nil
-}
-
-// active reports and clears whether input arrived.
-func (f *feeder) active() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fed := f.fed
-	f.fed = false
-	return fed
-}
-
-// loop writes the queue; it ends, closing stdin, once the queue is empty
-// after close, or when asy stops reading for good.
-func (f *feeder) loop() {
-	defer f.closeW()
-	for {
-		f.mu.Lock()
-		q, shut := f.q, f.shut
-		f.q, f.n = nil, 0
-		f.mu.Unlock()
-		for _, b := range q {
-			if _, err := f.w.Write(b); err != nil {
-				f.mu.Lock()
-				f.gone = true
-				f.mu.Unlock()
-				return
-			}
-		}
-		if shut && len(q) == 0 {
-			return
-		}
-		<-f.wake
-	}
-}
-
-// close ends the input after what is queued.
-func (f *feeder) close() {
-	f.mu.Lock()
-	f.shut = true
-	f.mu.Unlock()
-	nudge(f.wake)
-}
-
-// stop closes stdin at once, even under a blocked write: the run is over.
-func (f *feeder) stop() {
-	f.mu.Lock()
-	f.shut = true
-	f.mu.Unlock()
-	f.closeW()
-	nudge(f.wake)
-}
-
-func (f *feeder) closeW() {
-	f.once.Do(func() { f.w.Close() })
-	f.mu.Lock()
-	f.gone = true
-	f.mu.Unlock()
 }

@@ -12,6 +12,7 @@ import (
 const spin = `write("started"); while(true) {}` + "\n"
 
 func TestFormats(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	for _, format := range []string{FormatSVG, FormatPDF, FormatPNG} {
 		t.Run(format, func(t *testing.T) {
@@ -31,6 +32,7 @@ func TestFormats(t *testing.T) {
 }
 
 func TestDefaultFormatIsSVG(t *testing.T) {
+	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(figure))
 	wantOutcome(t, o, true, "", s)
 	if s.formats[0] != FormatSVG || !HasMagic(FormatSVG, s.image(0)) {
@@ -41,6 +43,7 @@ func TestDefaultFormatIsSVG(t *testing.T) {
 // A TeX label needs latex in the sandbox; dvisvgm turns its glyphs into
 // <path> definitions used by <use>, which a figure without text lacks.
 func TestLaTeXLabel(t *testing.T) {
+	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(`label("$x^2$");`))
 	wantOutcome(t, o, true, "", s)
 	if svg := string(s.image(0)); !strings.Contains(svg, "<use") {
@@ -49,6 +52,7 @@ func TestLaTeXLabel(t *testing.T) {
 }
 
 func TestSyntaxError(t *testing.T) {
+	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask("int x = ;\n"))
 	wantOutcome(t, o, false, "Execution failed with code 1", s)
 	if out := s.text(Stdout); !strings.Contains(out, "main.asy: 1.9: syntax error") {
@@ -61,6 +65,7 @@ func TestSyntaxError(t *testing.T) {
 
 // A TeX error in a label reaches the user as TeX reported it.
 func TestLaTeXErrorIsReported(t *testing.T) {
+	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(`label("$\undefinedmacro$");`))
 	wantOutcome(t, o, false, "Execution failed with code 1", s)
 	if out := s.text(""); !strings.Contains(out, "! Undefined control sequence.") {
@@ -69,12 +74,14 @@ func TestLaTeXErrorIsReported(t *testing.T) {
 }
 
 func TestNoImage(t *testing.T) {
+	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask("int x = 1;\n"))
 	wantOutcome(t, o, false, "No image output", s)
 }
 
 // An image written before asy fails is still sent, before the outcome.
 func TestFailedRunStillSendsImage(t *testing.T) {
+	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(figure+"shipout(outprefix());\nreal y = 1/0;\n"))
 	wantOutcome(t, o, false, "Execution failed with code 1", s)
 	if s.imageCount() != 1 || !HasMagic(FormatSVG, s.image(0)) {
@@ -83,6 +90,7 @@ func TestFailedRunStillSendsImage(t *testing.T) {
 }
 
 func TestTimeLimit(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{MaxTimeout: 1500 * time.Millisecond})
 	for _, tc := range []struct {
 		name    string
@@ -94,6 +102,7 @@ func TestTimeLimit(t *testing.T) {
 		{"capped to the maximum", time.Hour, "Execution aborted due to the time limit (1500ms)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			task := mainTask(spin)
 			task.Timeout = tc.timeout
 			began := time.Now()
@@ -107,6 +116,7 @@ func TestTimeLimit(t *testing.T) {
 }
 
 func TestShorten(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	for _, tc := range []struct {
 		name    string
@@ -121,6 +131,7 @@ func TestShorten(t *testing.T) {
 		{"a later limit is ignored", 1500 * time.Millisecond, 30 * time.Second, "Execution aborted due to the time limit (1500ms)", 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			task := mainTask(spin)
 			task.Timeout = tc.timeout
 			run, s := start(t, context.Background(), r, task)
@@ -139,6 +150,7 @@ func TestShorten(t *testing.T) {
 }
 
 func TestOutputLimit(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{Output: 1000})
 	o, s := runTask(t, r, mainTask(`while(true) write("0123456789");`))
 	wantOutcome(t, o, false, "Execution aborted due to the output limit (1000B)", s)
@@ -150,6 +162,7 @@ func TestOutputLimit(t *testing.T) {
 
 // Output arrives in batches as it comes, not all at the end.
 func TestOutputStreamsWhileRunning(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	task := mainTask(`write("first"); while(true) {}`)
 	task.Timeout = 20 * time.Second
@@ -162,6 +175,7 @@ func TestOutputStreamsWhileRunning(t *testing.T) {
 }
 
 func TestStderr(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	const src = "write(\"to-stdout\");\nreal y = 1/0;\n"
 	const errText = "main.asy: 2.1: Divide by zero"
@@ -206,6 +220,7 @@ func TestStderr(t *testing.T) {
 // Each level adds output; -vvv adds latex's transcript, so the figure has
 // a label.
 func TestVerbosity(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	sizes := make([]int, 4)
 	for v := range 4 {
@@ -223,6 +238,7 @@ func TestVerbosity(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -238,11 +254,13 @@ func TestCancel(t *testing.T) {
 	}
 	assertGone(t, run)
 	wantOutcome(t, o, false, "Execution aborted: context canceled", s)
+	checkNextTask(t, r)
 }
 
 // A Sink error (the client went away) aborts the run; the Sink is not
 // called again.
 func TestSinkErrorAborts(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	s := newRecSink()
 	s.failOn = 1
@@ -261,6 +279,7 @@ func TestSinkErrorAborts(t *testing.T) {
 }
 
 func TestConcurrentTasks(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	const n = 20
 	var wg sync.WaitGroup

@@ -59,6 +59,7 @@ func (s *syncBuffer) String() string {
 // a clean environment, no privileges, no network, a read-only root, its
 // own PID namespace with no user namespaces, and the rlimits.
 func TestSandboxShape(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	for _, tc := range []struct {
 		name string
@@ -122,6 +123,7 @@ func hasLine(lines []string, want string) bool {
 // On the host, every process of the sandbox runs as the sandbox uid even
 // though the server is root.
 func TestHostSeesSandboxUID(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	p, out, _ := startSandboxed(t, r, "/bin/sh", "-c", "sleep 30 & echo started; wait")
 	if line, _ := out.ReadString('\n'); line != "started\n" {
@@ -162,6 +164,7 @@ func statusField(status, key string) string {
 
 // Background children do not outlive the sandbox's main process.
 func TestBackgroundChildrenDie(t *testing.T) {
+	t.Parallel()
 	r := newRunner(t, Limits{})
 	began := time.Now()
 	out, code := sandboxed(t, r, nil, "/bin/sh", "-c", "sleep 60 & sleep 60 & echo bye")
@@ -177,6 +180,7 @@ func TestBackgroundChildrenDie(t *testing.T) {
 // each hold 9 processes at once under a limit of 10; one sandbox cannot
 // exceed its own limit of 4.
 func TestProcessLimitIsPerSandbox(t *testing.T) {
+	t.Parallel()
 	const script = `for i in 1 2 3 4 5 6 7 8; do sleep 30 & done; echo forked; read x; echo done`
 	r := newRunner(t, Limits{Processes: 10})
 	type sandbox struct {

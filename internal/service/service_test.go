@@ -442,3 +442,19 @@ func TestManyConcurrentClientsEachGetExactlyOneEnd(t *testing.T) {
 	}
 	ts.waitIdle(t)
 }
+
+// TestBackendIsFreeOnceTheClientSeesTheClose checks the order of a task's
+// end: the slot is given back before the connection closes, so a client
+// that sends its next task on seeing the close finds the backend free.
+func TestBackendIsFreeOnceTheClientSeesTheClose(t *testing.T) {
+	ts := startService(t, 1, func(c *Config) { c.CacheBytes = 0 })
+	for i := range 5 {
+		c := dial(t, ts.srv)
+		c.compile(fmt.Sprintf("draw((0,0)--(%d,1));\n", i+1), map[string]any{"timeout": 3000})
+		all := c.rest()
+		if all[0].verb != "queue" || all[0].body["passed"] != true {
+			t.Fatalf("task %d: first message %s %v, want queue passed (the only backend is free)", i, all[0].verb, all[0].body)
+		}
+		final(t, all)
+	}
+}
