@@ -18,15 +18,12 @@ import (
 // backendOptions are the flags of `usher backend`.
 type backendOptions struct {
 	listen   string
-	insecure bool
-	workRoot string
 	origins  []string
 	drain    time.Duration
 	logLevel slog.Level
-
-	addressSpace, fileSize, output, image, upload byteSize
-	cpuTime, maxTimeout, interactiveIdle          time.Duration
-	processes, openFiles, files                   int
+	sandbox  sandboxFlags
+	upload   byteSize
+	files    int
 
 	// newStarter builds the runner; tests replace it.
 	newStarter func(sandbox.Config) (backend.Starter, error)
@@ -64,20 +61,10 @@ then aborts it.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8081", "address to listen on")
-	f.BoolVar(&o.insecure, "insecure", false, "run asy WITHOUT a sandbox when bubblewrap does not work (logs a warning on every task)")
-	f.StringVar(&o.workRoot, "work-root", "", "parent of the per-task work directories (default: the system temporary directory)")
 	f.StringSliceVar(&o.origins, "origin", nil, "browser origins allowed to connect besides the backend's own host (host patterns)")
 	f.DurationVar(&o.drain, "drain", 30*time.Second, "on shutdown, how long a running task may go on before it is aborted")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	f.Var(&o.addressSpace, "address-space", "address space of a task (RLIMIT_AS), e.g. 1GiB")
-	f.DurationVar(&o.cpuTime, "cpu-time", 0, "CPU time of a task (RLIMIT_CPU)")
-	f.Var(&o.fileSize, "file-size", "largest file a task may write (RLIMIT_FSIZE)")
-	f.IntVar(&o.processes, "processes", 0, "processes of a task (RLIMIT_NPROC)")
-	f.IntVar(&o.openFiles, "open-files", 0, "open files of a task (RLIMIT_NOFILE)")
-	f.Var(&o.output, "output-limit", "stdout and stderr of a task together")
-	f.Var(&o.image, "image-limit", "largest image read back")
-	f.DurationVar(&o.maxTimeout, "max-timeout", 0, "wall clock of a task that names no timeout, and the cap of any it names")
-	f.DurationVar(&o.interactiveIdle, "interactive-idle", 0, "an interactive task with no input for this long ends")
+	o.sandbox.register(f)
 	f.IntVar(&o.files, "max-files", 0, "most files in one task")
 	f.Var(&o.upload, "max-upload", "most bytes of all files of one task together")
 	envFallback(cmd, "USHER_BACKEND_")
@@ -95,16 +82,9 @@ func sandboxStarter(cfg sandbox.Config) (backend.Starter, error) {
 
 // sandboxConfig maps the flags onto the runner's configuration.
 func (o *backendOptions) sandboxConfig(log *slog.Logger) sandbox.Config {
-	return sandbox.Config{
-		Limits: sandbox.Limits{
-			AddressSpace: int64(o.addressSpace), CPUTime: o.cpuTime, FileSize: int64(o.fileSize),
-			Processes: o.processes, OpenFiles: o.openFiles, Output: int64(o.output), Image: int64(o.image),
-			MaxTimeout: o.maxTimeout, InteractiveIdle: o.interactiveIdle, Files: o.files, Upload: int64(o.upload),
-		},
-		WorkRoot: o.workRoot,
-		Insecure: o.insecure,
-		Logger:   log,
-	}
+	cfg := o.sandbox.config(log)
+	cfg.Limits.Files, cfg.Limits.Upload = o.files, int64(o.upload)
+	return cfg
 }
 
 // run serves until ctx ends, then shuts down gracefully.
@@ -128,7 +108,7 @@ func (o *backendOptions) run(ctx context.Context, logOut io.Writer) error {
 	srv := &http.Server{Handler: backendMux(b), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("backend: listening", "addr", ln.Addr().String(), "insecure", o.insecure)
+	log.Info("backend: listening", "addr", ln.Addr().String(), "insecure", o.sandbox.insecure)
 	if o.onListen != nil {
 		o.onListen(ln.Addr())
 	}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/usherhq/usher/internal/sandbox"
 )
 
 // byteSize is a flag value in bytes that also takes binary and decimal
@@ -70,4 +73,43 @@ func envFallback(cmd *cobra.Command, prefix string) {
 
 func envName(prefix, flag string) string {
 	return prefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// sandboxFlags are the sandbox's flags, shared by `usher backend` and
+// `usher serve` (whose local backends use the same runner). Zero values
+// mean the runner's documented defaults (docs/sandbox.md).
+type sandboxFlags struct {
+	insecure                              bool
+	workRoot                              string
+	addressSpace, fileSize, output, image byteSize
+	cpuTime, maxTimeout, interactiveIdle  time.Duration
+	processes, openFiles                  int
+}
+
+func (s *sandboxFlags) register(f *pflag.FlagSet) {
+	f.BoolVar(&s.insecure, "insecure", false, "run asy WITHOUT a sandbox when bubblewrap does not work (logs a warning on every task)")
+	f.StringVar(&s.workRoot, "work-root", "", "parent of the per-task work directories (default: the system temporary directory)")
+	f.Var(&s.addressSpace, "address-space", "address space of a task (RLIMIT_AS), e.g. 1GiB")
+	f.DurationVar(&s.cpuTime, "cpu-time", 0, "CPU time of a task (RLIMIT_CPU)")
+	f.Var(&s.fileSize, "file-size", "largest file a task may write (RLIMIT_FSIZE)")
+	f.IntVar(&s.processes, "processes", 0, "processes of a task (RLIMIT_NPROC)")
+	f.IntVar(&s.openFiles, "open-files", 0, "open files of a task (RLIMIT_NOFILE)")
+	f.Var(&s.output, "output-limit", "stdout and stderr of a task together")
+	f.Var(&s.image, "image-limit", "largest image read back")
+	f.DurationVar(&s.maxTimeout, "max-timeout", 0, "wall clock of a task that names no timeout, and the cap of any it names")
+	f.DurationVar(&s.interactiveIdle, "interactive-idle", 0, "an interactive task with no input for this long ends")
+}
+
+// config maps the flags onto the runner's configuration.
+func (s *sandboxFlags) config(log *slog.Logger) sandbox.Config {
+	return sandbox.Config{
+		Limits: sandbox.Limits{
+			AddressSpace: int64(s.addressSpace), CPUTime: s.cpuTime, FileSize: int64(s.fileSize),
+			Processes: s.processes, OpenFiles: s.openFiles, Output: int64(s.output), Image: int64(s.image),
+			MaxTimeout: s.maxTimeout, InteractiveIdle: s.interactiveIdle,
+		},
+		WorkRoot: s.workRoot,
+		Insecure: s.insecure,
+		Logger:   log,
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"time"
 
@@ -12,21 +11,38 @@ import (
 	"github.com/usherhq/usher/internal/service"
 )
 
+// serveOptions are the flags of `usher serve` that are not service.Config
+// fields already.
+type serveOptions struct {
+	logLevel                          slog.Level
+	sandbox                           sandboxFlags
+	cacheBytes, uploadBytes, maxBytes byteSize
+}
+
 func newServeCommand() *cobra.Command {
 	var (
-		cfg     service.Config
-		verbose bool
+		cfg service.Config
+		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the service: web app, /asy queue protocol, JSON API and local backends",
+		Short: "Run the service: web app, /asy queue protocol and local backends",
 		Long: `serve runs the embedded default: one process with the HTTP server on :8080,
-the scheduling core, a SQLite file for durable state and local sandboxed
-Asymptote backends (one per CPU unless --backends says otherwise), plus any
-remote backends given with --backend.`,
+the scheduling core with seed 000's tiers, a SQLite file for durable state
+(the result cache) and local sandboxed Asymptote backends (one per CPU
+unless --backends says otherwise), plus any remote backends given with
+--backend. See docs/operations.md.
+
+Endpoints: /asy (seed 001's queue protocol, docs/protocol.md), /livez,
+/readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting
+connections, lets running tasks finish for up to --shutdown-grace, then
+aborts them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.Logger = newLogger(verbose)
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: o.logLevel}))
+			cfg.Sandbox = o.sandbox.config(cfg.Logger)
+			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
+			cfg.Sandbox.Limits.Files, cfg.Sandbox.Limits.Upload = cfg.Queue.MaxFiles, cfg.Queue.MaxUpload
 			svc, err := service.New(cfg)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
@@ -38,27 +54,19 @@ remote backends given with --backend.`,
 	f.StringVar(&cfg.Addr, "listen", ":8080", "HTTP listen address")
 	f.StringVar(&cfg.DataPath, "data", "usher.db", "SQLite file for durable state")
 	f.IntVar(&cfg.LocalBackends, "backends", runtime.NumCPU(), "local sandboxed backends (tasks run at once in this process)")
-	f.StringArrayVar(&cfg.RemoteBackends, "backend", nil, "URL of a remote `usher backend` (ws://host:port), repeatable")
+	f.StringArrayVar(&cfg.RemoteBackends, "backend", nil, "URL of a remote usher backend (ws://host:port), repeatable")
 	f.IntVar(&cfg.MediumLimit, "medium-limit", 0, "most medium-or-slow tasks running at once (0: half the backends, rounded up)")
 	f.IntVar(&cfg.SlowLimit, "slow-limit", 0, "most slow tasks running at once (0: a quarter of the backends, rounded up)")
 	f.IntVar(&cfg.Dispatcher.MaxQueued, "max-queued", 1000, "most tasks waiting in the queue")
 	f.IntVar(&cfg.Dispatcher.MaxQueuedPerClient, "max-queued-per-client", 20, "most tasks one client address may have waiting")
-	f.Int64Var(&cfg.CacheBytes, "cache-bytes", 256<<20, "result cache bound in bytes (0 turns the cache off)")
-	f.Int64Var(&cfg.UploadBytes, "upload-store-bytes", 256<<20, "bound of the store of recent uploads that restore reads")
+	f.Var(&o.cacheBytes, "cache-bytes", "result cache bound (0 turns the cache off)")
+	f.Var(&o.uploadBytes, "upload-store-bytes", "bound of the store of recent uploads that restore reads")
 	f.IntVar(&cfg.Queue.MaxFiles, "max-files", 32, "most files in one task")
-	f.Int64Var(&cfg.Queue.MaxUpload, "max-upload", 1<<20, "most bytes of all files of one task")
+	f.Var(&o.maxBytes, "max-upload", "most bytes of all files of one task")
 	f.DurationVar(&cfg.Queue.IdleBeforeRun, "idle-before-run", time.Minute, "a client must send run this soon after connecting")
 	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long running tasks may finish after a stop signal")
-	f.BoolVar(&cfg.Sandbox.Insecure, "insecure", false, "run asy without the bubblewrap sandbox (logs a warning on every task)")
-	f.BoolVar(&verbose, "verbose", false, "log debug messages")
+	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	o.sandbox.register(f)
+	envFallback(cmd, "USHER_SERVE_")
 	return cmd
-}
-
-// newLogger returns the text logger every subcommand uses, on stderr.
-func newLogger(verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
