@@ -31,11 +31,13 @@ const GoneText = "Backend went away during the task"
 func (b *Remote) Start(ctx context.Context, t sandbox.Task, sink sandbox.Sink) (Execution, error) {
 	ws, _, err := websocket.Dial(ctx, b.URL, nil)
 	if err != nil {
+		b.lost(ctx)
 		return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 	}
 	conn := wire.NewConn(ws, 0, Outgoing...)
 	if err := sendTask(ctx, conn, t); err != nil {
 		ws.CloseNow()
+		b.lost(ctx)
 		return nil, fmt.Errorf("backend %s: %w", b.URL, err)
 	}
 	e := &remoteExecution{conn: conn, ctx: ctx, done: make(chan struct{}), lost: b.Lost}
@@ -70,6 +72,13 @@ func sendTask(ctx context.Context, conn *wire.Conn, t sandbox.Task) error {
 		return err
 	}
 	return conn.Send(ctx, VerbRun, nil)
+}
+
+// lost reports an unreachable backend, unless the task was only aborted.
+func (b *Remote) lost(ctx context.Context) {
+	if b.Lost != nil && ctx.Err() == nil {
+		b.Lost()
+	}
 }
 
 // remoteExecution is a task running on a remote backend.

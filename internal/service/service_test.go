@@ -3,6 +3,8 @@ package service
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -42,6 +44,7 @@ func startService(t testing.TB, backends int, mutate func(*Config)) *testService
 		t.Fatal(err)
 	}
 	cfg := Config{
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DataPath:      filepath.Join(t.TempDir(), "usher.db"),
 		LocalBackends: backends,
 		CacheBytes:    8 << 20,
