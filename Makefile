@@ -33,6 +33,9 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/sched/
 	$(GO) test -run '^$$' -bench 'Protocol$$' -benchmem ./internal/backend/
 	$(GO) test -run '^$$' -bench BackendVsAsy -benchtime 30x ./internal/backend/
+	$(GO) test -run '^$$' -bench Overhead -benchtime 30x ./internal/sandbox/
+	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
+	$(GO) run ./bench/asyload -backends 2 -tasks 60
 
 # A short fuzzing pass over the scheduling core's event sequences.
 fuzz: deps
