@@ -148,6 +148,9 @@ func (r *run) clientFault(ctx context.Context, err error) {
 }
 
 func (r *run) complete(ctx context.Context, out sandbox.Outcome) {
+	if !out.Success && ctx.Err() != nil { // aborted by a shutdown
+		out.Error = ErrStopped.Error()
+	}
 	r.srv.metrics.compiled(out)
 	r.send(ctx, "complete", completeBody{Success: out.Success, Error: out.Error, Time: millis(out.Time)})
 	if out.Success {

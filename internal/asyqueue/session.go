@@ -40,8 +40,15 @@ func (s *session) collect(ctx context.Context) (sandbox.Task, error) {
 		closeWith(s.conn)
 	})
 	defer timer.Stop()
+	stopWatch := context.AfterFunc(ctx, func() {
+		s.send(ctx, "denied", deniedBody{Error: ErrStopped.Error()})
+		closeWith(s.conn)
+	})
+	defer stopWatch()
 	c := &collector{srv: s.srv, conn: s.conn, opts: defaultOptions()}
-	return c.collect(ctx)
+	// Reads do not follow ctx: cancelling a read closes the connection
+	// before the client is told why; stopWatch tells it, then closes.
+	return c.collect(context.WithoutCancel(ctx))
 }
 
 func (s *session) refuse(ctx context.Context, err error) {
@@ -70,7 +77,7 @@ func (s *session) queue(ctx context.Context, task sandbox.Task) {
 	// The reader of the client's later messages stops only after the slot
 	// is released and the connection closed: cancelling a read closes the
 	// connection, and a client that sees the close may send its next task.
-	readCtx, stopReading := context.WithCancel(ctx)
+	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReading()
 	r := &run{session: s, task: task, ticket: t}
 	ran := r.follow(ctx, readCtx)
@@ -89,13 +96,19 @@ func denialReason(err error) string {
 	}
 }
 
-// send writes a header; a failure means the client is gone, which the
-// reading side notices.
+// send writes a header, even after ctx ended (the last message of a task
+// aborted by a shutdown still goes out), within writeTimeout. A failure
+// means the client is gone, which the reading side notices.
 func (s *session) send(ctx context.Context, verb string, body any) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	if err := s.conn.Send(ctx, verb, body); err != nil {
 		s.srv.cfg.Logger.Debug("asy: send failed", "verb", verb, "client", s.client, "err", err)
 	}
 }
+
+// writeTimeout bounds sending one message to a client that does not read.
+const writeTimeout = 10 * time.Second
 
 // inbound is a message a client sent after `run`, or why reading stopped.
 type inbound struct {

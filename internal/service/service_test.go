@@ -2,9 +2,11 @@ package service
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -459,5 +461,57 @@ func TestBackendIsFreeOnceTheClientSeesTheClose(t *testing.T) {
 			t.Fatalf("task %d: first message %s %v, want queue passed (the only backend is free)", i, all[0].verb, all[0].body)
 		}
 		final(t, all)
+	}
+}
+
+func TestShutdownLetsRunningTasksFinishThenAbortsTheRest(t *testing.T) {
+	work, err := os.MkdirTemp("", "usher-shutdown-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	os.Chmod(work, 0o711)
+	svc, err := New(Config{
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		DataPath:      filepath.Join(t.TempDir(), "usher.db"),
+		LocalBackends: 2,
+		Sandbox:       sandbox.Config{WorkRoot: work},
+		ShutdownGrace: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- svc.ServeListener(ctx, ln) }()
+	srv := &httptest.Server{URL: "http://" + ln.Addr().String()}
+
+	short := dial(t, srv)
+	short.compile("real x = 0; for (int i = 0; i < 3000000; ++i) x += i;\ndraw((0,0)--(1,1));\n", map[string]any{"timeout": 10000})
+	short.until("queue")
+	long := dial(t, srv)
+	long.compile(spinForever, map[string]any{"timeout": 30000})
+	long.until("queue")
+	stop()
+	if done := final(t, short.rest()); done.body["success"] != true {
+		t.Fatalf("a task shorter than the grace period ended %v, want success", done.body)
+	}
+	if done := final(t, long.rest()); done.body["success"] != false || done.body["error"] != "server shutting down" {
+		t.Fatalf("a task longer than the grace period ended %v, want aborted: server shutting down", done.body)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("ServeListener: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server did not stop")
+	}
+	if entries, _ := os.ReadDir(work); len(entries) != 0 {
+		t.Fatalf("%d work directories left after shutdown", len(entries))
 	}
 }
