@@ -32,7 +32,7 @@ type collector struct {
 	srv         *Server
 	conn        *wire.Conn
 	files       []*upload
-	opts        options
+	opts        sandbox.Task // the options so far; files are kept apart
 	missingSent bool
 }
 
@@ -136,14 +136,7 @@ func (c *collector) keep(up *upload) error {
 }
 
 func (c *collector) options(h wire.Header) error {
-	if err := c.opts.apply(h, c.srv.d.Timeouts()); err != nil {
-		var we *wire.Error
-		if errors.As(err, &we) {
-			return err
-		}
-		return deny("%s", err.Error())
-	}
-	return nil
+	return applyOptions(&c.opts, h, c.srv.d.Timeouts())
 }
 
 // run checks the task at `run`. It returns done=false after sending
@@ -209,13 +202,7 @@ func (c *collector) uploaded() int64 {
 }
 
 func (c *collector) task() sandbox.Task {
-	t := sandbox.Task{
-		Format:         c.opts.Format,
-		Timeout:        c.opts.Timeout,
-		SeparateStderr: c.opts.SeparateStderr,
-		Verbosity:      c.opts.Verbosity,
-		Interactive:    c.opts.Interactive,
-	}
+	t := c.opts
 	for _, f := range c.files {
 		t.Files = append(t.Files, sandbox.File{Name: f.name, Data: f.data, Main: f.main})
 	}

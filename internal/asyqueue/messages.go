@@ -1,12 +1,12 @@
 package asyqueue
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/wire"
 )
@@ -20,15 +20,6 @@ type addBody struct {
 	Main     *bool   `json:"main"`
 	Hash     *string `json:"hash"`
 	Restore  *bool   `json:"restore"`
-}
-
-// optionsBody is an `options` header.
-type optionsBody struct {
-	Interactive *bool   `json:"interactive"`
-	Timeout     *int64  `json:"timeout"`
-	Format      *string `json:"format"`
-	Stderr      *string `json:"stderr"`
-	Verbosity   *int    `json:"verbosity"`
 }
 
 // missingFile is one entry of a `missing` message.
@@ -61,57 +52,25 @@ type completeBody struct {
 	Time    *int64 `json:"time,omitempty"`
 }
 
-// options are a task's settings once every `options` message is applied.
-type options struct {
-	Interactive    bool
-	Timeout        time.Duration // 0: a "default" task
-	Format         string
-	SeparateStderr bool
-	Verbosity      int
-}
-
-func defaultOptions() options { return options{Format: sandbox.FormatSVG} }
-
-// apply merges one `options` message into o, checking every value.
-func (o *options) apply(h wire.Header, timeouts []time.Duration) error {
-	var b optionsBody
+// applyOptions merges one `options` message into t: the values seed 001
+// allows (backend.OptionsBody.Check) and a timeout that is one of the
+// tiers' (absent: a "default" task).
+func applyOptions(t *sandbox.Task, h wire.Header, timeouts []time.Duration) error {
+	var b backend.OptionsBody
 	if err := wire.Decode(h, &b, "option"); err != nil {
 		return err
+	}
+	if err := b.Check(); err != nil {
+		return deny("%s", err.Error())
 	}
 	if b.Timeout != nil {
 		d := time.Duration(*b.Timeout) * time.Millisecond
 		if !slices.Contains(timeouts, d) {
-			return fmt.Errorf("option \"timeout\" must be one of %s (milliseconds)", listMillis(timeouts))
+			return deny("option \"timeout\" must be one of %s (milliseconds)", listMillis(timeouts))
 		}
-		o.Timeout = d
+		t.Timeout = d
 	}
-	if b.Format != nil {
-		switch *b.Format {
-		case sandbox.FormatSVG, sandbox.FormatPDF, sandbox.FormatPNG:
-			o.Format = *b.Format
-		default:
-			return fmt.Errorf("option \"format\" must be \"svg\", \"pdf\" or \"png\"")
-		}
-	}
-	if b.Stderr != nil {
-		switch *b.Stderr {
-		case "stdout":
-			o.SeparateStderr = false
-		case "separate":
-			o.SeparateStderr = true
-		default:
-			return fmt.Errorf("option \"stderr\" must be \"separate\" or \"stdout\"")
-		}
-	}
-	if b.Verbosity != nil {
-		if *b.Verbosity < 0 || *b.Verbosity > 3 {
-			return fmt.Errorf("option \"verbosity\" must be 0, 1, 2 or 3")
-		}
-		o.Verbosity = *b.Verbosity
-	}
-	if b.Interactive != nil {
-		o.Interactive = *b.Interactive
-	}
+	b.MergeInto(t)
 	return nil
 }
 

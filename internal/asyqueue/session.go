@@ -45,7 +45,7 @@ func (s *session) collect(ctx context.Context) (sandbox.Task, error) {
 		closeWith(s.conn)
 	})
 	defer stopWatch()
-	c := &collector{srv: s.srv, conn: s.conn, opts: defaultOptions()}
+	c := &collector{srv: s.srv, conn: s.conn, opts: sandbox.Task{Format: sandbox.FormatSVG}}
 	// Reads do not follow ctx: cancelling a read closes the connection
 	// before the client is told why; stopWatch tells it, then closes.
 	return c.collect(context.WithoutCancel(ctx))

@@ -21,7 +21,7 @@ func FuzzOptions(f *testing.F) {
 			return
 		}
 		h := wire.Header{Verb: VerbOptions, Body: body}
-		var b optionsBody
+		var b OptionsBody
 		if err := wire.Decode(h, &b, "option"); err != nil {
 			if !wire.IsProtocol(err) {
 				t.Fatalf("Decode(%s) = %v, not a protocol error", body, err)
@@ -29,13 +29,13 @@ func FuzzOptions(f *testing.F) {
 			return
 		}
 		o := defaultOptions()
-		if err := o.apply(b); err == nil {
-			switch o.format {
+		if err := applyOptions(&o, b); err == nil {
+			switch o.Format {
 			case sandbox.FormatSVG, sandbox.FormatPDF, sandbox.FormatPNG:
 			default:
-				t.Fatalf("accepted format %q", o.format)
+				t.Fatalf("accepted format %q", o.Format)
 			}
-			if o.verbosity < 0 || o.verbosity > 3 || o.timeout < 0 {
+			if o.Verbosity < 0 || o.Verbosity > 3 || o.Timeout < 0 {
 				t.Fatalf("accepted %+v from %s", o, body)
 			}
 		} else if _, ok := err.(*refusal); !ok {

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -58,8 +59,9 @@ type addBody struct {
 	Main     *bool   `json:"main"`
 }
 
-// optionsBody is options' JSON; every option is optional.
-type optionsBody struct {
+// OptionsBody is the JSON of seed 001's options message, the same in the
+// backend protocol and the queue protocol; every option is optional.
+type OptionsBody struct {
 	Interactive *bool   `json:"interactive"`
 	Timeout     *int64  `json:"timeout"`
 	Format      *string `json:"format"`
@@ -129,56 +131,64 @@ func errNoRun(limit time.Duration) *refusal {
 	return refuse("no run within %dms", limit.Milliseconds())
 }
 
-// taskOptions are the options a client set, with seed 001's defaults.
-type taskOptions struct {
-	interactive bool
-	timeout     time.Duration // 0: the runner's limit
-	format      string
-	separate    bool
-	verbosity   int
-}
+// defaultOptions is a task with seed 001's default options and no files.
+func defaultOptions() sandbox.Task { return sandbox.Task{Format: sandbox.FormatSVG} }
 
-func defaultOptions() taskOptions { return taskOptions{format: sandbox.FormatSVG} }
-
-// apply checks and merges the options of one message sent before run.
-func (o *taskOptions) apply(b optionsBody) error {
+// Check refuses a format, stderr or verbosity value seed 001 does not
+// allow, with the text the client gets. The timeout's rule differs between
+// the protocols; each checks it itself.
+func (b OptionsBody) Check() error {
 	if b.Format != nil {
 		switch *b.Format {
 		case sandbox.FormatSVG, sandbox.FormatPDF, sandbox.FormatPNG:
-			o.format = *b.Format
 		default:
-			return refuse(ErrBadFormat)
+			return errors.New(ErrBadFormat)
 		}
+	}
+	if b.Stderr != nil && *b.Stderr != StderrSeparate && *b.Stderr != StderrStdout {
+		return errors.New(ErrBadStderr)
+	}
+	if b.Verbosity != nil && (*b.Verbosity < 0 || *b.Verbosity > 3) {
+		return errors.New(ErrBadVerbosity)
+	}
+	return nil
+}
+
+// MergeInto sets the options b carries, except the timeout, on t.
+func (b OptionsBody) MergeInto(t *sandbox.Task) {
+	if b.Format != nil {
+		t.Format = *b.Format
 	}
 	if b.Stderr != nil {
-		switch *b.Stderr {
-		case StderrSeparate, StderrStdout:
-			o.separate = *b.Stderr == StderrSeparate
-		default:
-			return refuse(ErrBadStderr)
-		}
+		t.SeparateStderr = *b.Stderr == StderrSeparate
 	}
 	if b.Verbosity != nil {
-		if *b.Verbosity < 0 || *b.Verbosity > 3 {
-			return refuse(ErrBadVerbosity)
-		}
-		o.verbosity = *b.Verbosity
+		t.Verbosity = *b.Verbosity
+	}
+	if b.Interactive != nil {
+		t.Interactive = *b.Interactive
+	}
+}
+
+// applyOptions checks the options of one message sent before run and
+// merges them into t.
+func applyOptions(t *sandbox.Task, b OptionsBody) error {
+	if err := b.Check(); err != nil {
+		return refuse("%s", err.Error())
 	}
 	if b.Timeout != nil {
 		d, err := timeoutOf(*b.Timeout)
 		if err != nil {
 			return err
 		}
-		o.timeout = d
+		t.Timeout = d
 	}
-	if b.Interactive != nil {
-		o.interactive = *b.Interactive
-	}
+	b.MergeInto(t)
 	return nil
 }
 
 // timeoutAfterRun returns the one option allowed after run.
-func timeoutAfterRun(b optionsBody) (time.Duration, error) {
+func timeoutAfterRun(b OptionsBody) (time.Duration, error) {
 	others := []struct {
 		name string
 		set  bool

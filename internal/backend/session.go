@@ -34,7 +34,7 @@ type session struct {
 	files  []sandbox.File
 	names  map[string]bool
 	upload int64
-	opts   taskOptions
+	opts   sandbox.Task // the options so far; files are kept apart
 	setup  *time.Timer
 
 	mu        sync.Mutex
@@ -177,12 +177,12 @@ func (s *session) add(h wire.Header) error {
 
 // options merges options before run and shortens the timeout after it.
 func (s *session) options(h wire.Header) error {
-	var body optionsBody
+	var body OptionsBody
 	if err := wire.Decode(h, &body, "option"); err != nil {
 		return err
 	}
 	if !s.running() {
-		return s.opts.apply(body)
+		return applyOptions(&s.opts, body)
 	}
 	d, err := timeoutAfterRun(body)
 	if err != nil || d == 0 {
@@ -197,7 +197,7 @@ func (s *session) input(h wire.Header) error {
 	if err := wire.Decode(h, &emptyBody{}, "input field"); err != nil {
 		return err
 	}
-	if !s.opts.interactive {
+	if !s.opts.Interactive {
 		return refuse(ErrInputNotInteractive)
 	}
 	if !s.running() {
@@ -250,14 +250,9 @@ func (s *session) checkMain() error {
 }
 
 func (s *session) task() sandbox.Task {
-	return sandbox.Task{
-		Files:          s.files,
-		Format:         s.opts.format,
-		Timeout:        s.opts.timeout,
-		SeparateStderr: s.opts.separate,
-		Verbosity:      s.opts.verbosity,
-		Interactive:    s.opts.interactive,
-	}
+	t := s.opts
+	t.Files = s.files
+	return t
 }
 
 // start starts t unless the session is already ending.
