@@ -39,8 +39,8 @@ func (r *run) follow(ctx, readCtx context.Context) bool {
 	for {
 		select {
 		case <-r.ticket.Changed():
-			if ended, ok := r.update(ctx, r.ticket.Take()); ended {
-				return ok
+			if r.update(ctx, r.ticket.Take()) {
+				return false
 			}
 		case m := <-msgs:
 			err := m.err
@@ -58,15 +58,16 @@ func (r *run) follow(ctx, readCtx context.Context) bool {
 	}
 }
 
-// update acts on the dispatcher's news; ended is true when the task is over.
-func (r *run) update(ctx context.Context, u Update) (ended, ran bool) {
+// update acts on the dispatcher's news. It reports whether the task is
+// over: it could not start, or the scheduler ended it.
+func (r *run) update(ctx context.Context, u Update) (ended bool) {
 	if u.Estimate != nil && r.exec == nil {
 		r.tellEstimate(ctx, *u.Estimate)
 	}
 	if u.Start != nil {
 		if err := r.start(ctx, *u.Start); err != nil {
 			r.send(ctx, "complete", completeBody{Error: err.Error()})
-			return true, false
+			return true
 		}
 	}
 	if u.Shorten != 0 && r.exec != nil {
@@ -79,9 +80,9 @@ func (r *run) update(ctx context.Context, u Update) (ended, ran bool) {
 		} else {
 			r.send(ctx, "complete", completeBody{Error: u.End})
 		}
-		return true, false
+		return true
 	}
-	return false, false
+	return false
 }
 
 func (r *run) tellEstimate(ctx context.Context, e Estimate) {
