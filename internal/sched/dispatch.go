@@ -92,7 +92,7 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 		if j == nil {
 			break
 		}
-		from = j.queue
+		from = j.queue()
 		s.dequeue(j)
 		dst = append(dst, s.start(j, w))
 		if b := from.spec.Batch; b > 0 && got+1 >= b {
@@ -109,10 +109,10 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 	if j.isDefault() {
 		tier = s.largestTier()
 	}
-	r := s.newRun()
 	s.startSeq++
-	*r = runInfo{worker: w, started: s.nowNS(), startSeq: s.startSeq, tier: int8(tier)}
-	j.run, j.state = r, stateRunning
+	j.pos = s.newRun(runInfo{worker: w, started: s.nowNS(), startSeq: s.startSeq, job: j.slot,
+		tier: int8(tier), wpos: int32(len(w.jobs))})
+	j.state = stateRunning
 	j.attempt++
 	s.running[tier]++
 	if j.isDefault() {
@@ -120,15 +120,16 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 	} else if j.isInteractive() {
 		s.addToSet(&s.interactive, j)
 	}
+	s.runIDs.add(&s.jobs, j)
 	s.hold(j.bucket)
-	r.wpos = int32(len(w.jobs))
 	w.jobs = append(w.jobs, j)
 	if w.free() <= 0 {
 		w.pool.dropFree(w)
 	}
-	j.queue.running++
+	q := j.queue()
+	q.running++
 	s.stats.Started++
-	a := Assignment{JobID: j.id, Queue: j.queue.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
+	a := Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
 		Tier: tier, Duration: s.tiers[tier].Duration, Default: j.isDefault(), Interactive: j.isInteractive()}
 	if a.Interactive {
 		a.Duration = 0
@@ -136,50 +137,72 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 	return a
 }
 
+// run returns the running attempt of a running job. The pointer is valid
+// until the next start.
+func (s *Scheduler) run(j *job) *runInfo { return &s.runs[j.pos] }
+
 // release ends a job's running attempt: its tier slot, gates and worker slot
 // are free again.
 func (s *Scheduler) release(j *job) {
-	r := j.run
+	r := s.run(j)
 	s.running[r.tier]--
 	if j.isDefault() {
 		s.removeFromSet(&s.defaults[r.tier], j)
 	} else if j.isInteractive() {
 		s.removeFromSet(&s.interactive, j)
 	}
+	s.runIDs.remove(&s.jobs, j)
 	s.unhold(j.bucket)
 	w := r.worker
 	last := len(w.jobs) - 1
 	if int(r.wpos) != last {
 		w.jobs[r.wpos] = w.jobs[last]
-		w.jobs[r.wpos].run.wpos = r.wpos
+		s.run(w.jobs[r.wpos]).wpos = r.wpos
 	}
 	w.jobs[last] = nil
 	w.jobs = w.jobs[:last]
 	w.pool.addFree(w)
-	j.queue.running--
-	j.run = nil
-	s.runFree = append(s.runFree, r)
+	j.queue().running--
+	*r = runInfo{}
+	s.runFree = append(s.runFree, j.pos)
+	j.pos = -1
 }
 
-func (s *Scheduler) newRun() *runInfo {
+// newRun stores a running attempt and returns its index in s.runs.
+func (s *Scheduler) newRun(r runInfo) int32 {
 	if n := len(s.runFree); n > 0 {
-		r := s.runFree[n-1]
+		i := s.runFree[n-1]
 		s.runFree = s.runFree[:n-1]
-		return r
+		s.runs[i] = r
+		return i
 	}
-	return new(runInfo)
+	s.runs = append(s.runs, r)
+	return int32(len(s.runs) - 1)
+}
+
+// running returns the running job whose id is id, or nil. A driver that
+// passes back the JobID of its Assignment is answered from the running
+// jobs alone (runIndex); any other string goes through the id index.
+func (s *Scheduler) runningJob(id string) *job {
+	if slot, ok := s.runIDs.get(&s.jobs, id); ok {
+		return s.jobs.at(slot)
+	}
+	if j := s.jobs.get(id); j != nil && j.state == stateRunning {
+		return j
+	}
+	return nil
 }
 
 // Complete reports the end of a job's attempt. A repeated report, a report
 // for an unknown job or for an attempt that is no longer current is
 // acknowledged and ignored. A failed attempt is retried by the job's policy.
 func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
-	j := s.jobs.get(id)
-	if j == nil || j.state != stateRunning || int(j.attempt) != attempt {
+	j := s.runningJob(id)
+	if j == nil || int(j.attempt) != attempt {
 		return Ack{Ignored: true}
 	}
 	if !j.isInteractive() {
-		s.learned.observe(j, time.Duration(s.nowNS()-j.run.started))
+		s.learned.observe(j, time.Duration(s.nowNS()-s.run(j).started))
 	}
 	s.release(j)
 	if outcome == Succeeded {
@@ -211,17 +234,17 @@ func (s *Scheduler) Cancel(id string) error {
 // cancel withdraws j; announce says whether the driver must be told with
 // EventCancelled (it did not ask for this cancellation itself).
 func (s *Scheduler) cancel(j *job, announce bool) {
-	q := j.queue
+	q := j.queue()
 	switch j.state {
 	case stateQueued:
 		s.dequeue(j)
 	case stateWaiting:
 		q.waiting--
 	case stateDelayed:
-		s.delayed.remove(int(j.hidx))
+		s.delayed.remove(&s.jobs, int(j.pos))
 		q.delayed--
 	case stateRunning:
-		w, attempt := j.run.worker, int(j.attempt)
+		w, attempt := s.run(j).worker, int(j.attempt)
 		s.release(j)
 		s.emit(Event{Kind: EventStopped, JobID: j.id, WorkerID: w.id, Attempt: attempt})
 	}

@@ -66,11 +66,15 @@ type bucket struct {
 }
 
 // bucketTier is a bucket's queued jobs of one tier (FIFO and random queues
-// only) and the bucket's index in its queue's ready index for that tier.
+// only: a heap in FIFO order, or a set in random ones) and the bucket's
+// index in its queue's ready index for that tier.
 type bucketTier struct {
-	jobs jobHeap
-	pos  int32 // index in queue.ready[tier]; -1 when not there
+	jobs jobHeap // FIFO queues
+	set  slotSet // random queues
+	pos  int32   // index in queue.ready[tier]; -1 when not there
 }
+
+func (bt *bucketTier) len() int { return len(bt.jobs) + len(bt.set) }
 
 // inlineTiers is how many tiers a bucket keeps in its own allocation (seed
 // 000's three), so that the hot path touches one object, not two.

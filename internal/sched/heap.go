@@ -1,10 +1,11 @@
 package sched
 
-// The core's ordered sets. Each element remembers its index so that it can
-// be removed or re-keyed in O(log n); entries carry their sort key inline so
-// that comparing touches only the heap's own memory. The heaps are 4-ary:
-// a node's children share a cache line, and half as many levels mean half
-// as many moved elements whose index must be written back.
+// The core's ordered sets. Each element's index is written back to its job
+// (job.pos) or bucket, so that it can be removed or re-keyed in O(log n);
+// entries carry their sort key inline so that comparing touches only the
+// heap's own memory. The heaps are 4-ary: a node's children share a cache
+// line, and half as many levels mean half as many moved elements whose
+// index must be written back.
 
 // arity is the number of children of a heap node.
 const arity = 4
@@ -12,62 +13,41 @@ const arity = 4
 func parent(i int) int     { return (i - 1) / arity }
 func firstChild(i int) int { return arity*i + 1 }
 
-// jobHeap orders jobs by sort key (priority, then arrival); a job's hidx is
-// its index here. The same type serves the delayed-retry heap, keyed by the
-// time the job becomes ready.
+// jobHeap orders jobs by sort key (priority, then arrival). The same type
+// serves the delayed-retry heap, keyed by the time the job becomes ready.
 type jobHeap []jobEntry
 
 type jobEntry struct {
-	key uint64
-	j   *job
+	key  uint64
+	slot uint32
 }
 
-func (h *jobHeap) push(key uint64, j *job) {
-	*h = append(*h, jobEntry{key, j})
-	i := len(*h) - 1
-	j.hidx = int32(i)
-	h.up(i)
+func (h *jobHeap) push(t *jobTable, key uint64, j *job) {
+	*h = append(*h, jobEntry{key, j.slot})
+	h.up(t, len(*h)-1)
 }
 
-func (h jobHeap) top() *job {
-	if len(h) == 0 {
-		return nil
-	}
-	return h[0].j
-}
+// top returns the slot of the first job; the heap must not be empty.
+func (h jobHeap) top() uint32 { return h[0].slot }
 
-// add appends without ordering: the heap is used as a plain set (the
-// buckets of random queues).
-func (h *jobHeap) add(key uint64, j *job) {
-	j.hidx = int32(len(*h))
-	*h = append(*h, jobEntry{key, j})
-}
-
-// swapRemove takes out element i of a plain set.
-func (h *jobHeap) swapRemove(i int) {
+// remove takes out the element at index i and returns its job.
+func (h *jobHeap) remove(t *jobTable, i int) *job {
 	old := *h
+	j := t.at(old[i].slot)
 	n := len(old) - 1
-	j := old[i].j
 	if i != n {
 		old[i] = old[n]
-		old[i].j.hidx = int32(i)
+		t.at(old[i].slot).pos = int32(i)
 	}
-	old[n] = jobEntry{}
 	*h = old[:n]
-	j.hidx = -1
-}
-
-// remove takes out the element at index i and returns it.
-func (h *jobHeap) remove(i int) *job {
-	j := (*h)[i].j
-	h.swapRemove(i)
-	if i < len(*h) && !h.down(i) {
-		h.up(i)
+	j.pos = -1
+	if i < n && !h.down(t, i) {
+		h.up(t, i)
 	}
 	return j
 }
 
-func (h jobHeap) up(i int) {
+func (h jobHeap) up(t *jobTable, i int) {
 	e := h[i]
 	for i > 0 {
 		p := parent(i)
@@ -75,14 +55,14 @@ func (h jobHeap) up(i int) {
 			break
 		}
 		h[i] = h[p]
-		h[i].j.hidx = int32(i)
+		t.at(h[i].slot).pos = int32(i)
 		i = p
 	}
 	h[i] = e
-	e.j.hidx = int32(i)
+	t.at(e.slot).pos = int32(i)
 }
 
-func (h jobHeap) down(i0 int) bool {
+func (h jobHeap) down(t *jobTable, i0 int) bool {
 	e := h[i0]
 	i, n := i0, len(h)
 	for {
@@ -100,17 +80,38 @@ func (h jobHeap) down(i0 int) bool {
 			break
 		}
 		h[i] = h[c]
-		h[i].j.hidx = int32(i)
+		t.at(h[i].slot).pos = int32(i)
 		i = c
 	}
 	h[i] = e
-	e.j.hidx = int32(i)
+	t.at(e.slot).pos = int32(i)
 	return i > i0
 }
 
+// slotSet is an unordered set of jobs (the buckets of random queues): 4
+// bytes a job, removal by swapping in the last one.
+type slotSet []uint32
+
+func (s *slotSet) add(j *job) {
+	j.pos = int32(len(*s))
+	*s = append(*s, j.slot)
+}
+
+func (s *slotSet) swapRemove(t *jobTable, i int) {
+	old := *s
+	n := len(old) - 1
+	j := t.at(old[i])
+	if i != n {
+		old[i] = old[n]
+		t.at(old[i]).pos = int32(i)
+	}
+	*s = old[:n]
+	j.pos = -1
+}
+
 // bucketHeap holds a queue's ready buckets for one tier, keyed by the sort
-// key of each bucket's first job of that tier, which each entry also points
-// to so that finding the head touches no bucket. Unordered heaps (random
+// key of each bucket's first job of that tier, which each entry also names
+// so that finding the head touches no bucket. Unordered heaps (random
 // queues) are plain sets. A bucket's tiers[tier].pos is its index here.
 type bucketHeap struct {
 	tier    int
@@ -121,14 +122,14 @@ type bucketHeap struct {
 type bucketEntry struct {
 	key   uint64
 	b     *bucket
-	first *job
+	first uint32 // slot of the bucket's first job of the tier
 }
 
 func (h *bucketHeap) len() int { return len(h.items) }
 
 func (h *bucketHeap) setPos(i int) { h.items[i].b.tiers[h.tier].pos = int32(i) }
 
-func (h *bucketHeap) push(key uint64, b *bucket, first *job) {
+func (h *bucketHeap) push(key uint64, b *bucket, first uint32) {
 	h.items = append(h.items, bucketEntry{key, b, first})
 	i := len(h.items) - 1
 	h.setPos(i)
@@ -155,7 +156,7 @@ func (h *bucketHeap) remove(i int) {
 }
 
 // rekey gives the entry at index i a new first job and its key.
-func (h *bucketHeap) rekey(i int, key uint64, first *job) {
+func (h *bucketHeap) rekey(i int, key uint64, first uint32) {
 	old := h.items[i].key
 	h.items[i].key, h.items[i].first = key, first
 	if !h.ordered {

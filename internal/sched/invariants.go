@@ -38,21 +38,19 @@ func (c *checker) jobs() {
 		if j.id != id {
 			c.fail("job %q filed under %q", j.id, id)
 		}
-		if _, ok := s.queues[j.queue.spec.Name]; !ok || s.queues[j.queue.spec.Name] != j.queue {
-			c.fail("job %q: queue %q is gone", id, j.queue.spec.Name)
-		}
-		if (j.run != nil) != (j.state == stateRunning) {
-			c.fail("job %q: state %d but run info %v", id, j.state, j.run != nil)
+		q := j.queue()
+		if s.queues[q.spec.Name] != q {
+			c.fail("job %q: queue %q is gone", id, q.spec.Name)
 		}
 		switch j.state {
 		case stateQueued:
 			c.inQueueHeap(j)
 		case stateDelayed:
-			if int(j.hidx) >= len(s.delayed) || j.hidx < 0 || s.delayed[j.hidx].j != j {
+			if int(j.pos) >= len(s.delayed) || j.pos < 0 || s.delayed[j.pos].slot != j.slot {
 				c.fail("delayed job %q is not in the delayed heap", id)
 			}
 		case stateWaiting:
-			if j.deps == nil || j.deps.pending <= 0 {
+			if j.ext == nil || j.ext.pending <= 0 {
 				c.fail("waiting job %q has no pending dependency", id)
 			}
 		case stateRunning:
@@ -61,12 +59,56 @@ func (c *checker) jobs() {
 			c.fail("job %q in state %d is still filed", id, j.state)
 		}
 	}
+	c.table()
+}
+
+// table checks the job table: every slot is free or holds a job the index
+// finds, and the running jobs are exactly those of runs and runIDs.
+func (c *checker) table() {
+	s := c.s
+	t := &s.jobs
+	free := map[uint32]bool{}
+	for _, slot := range t.free {
+		if free[slot] || slot >= t.used {
+			c.fail("slot %d freed twice or never used", slot)
+		}
+		free[slot] = true
+	}
+	live, running := 0, 0
+	for slot := range t.used {
+		j := t.at(slot)
+		switch {
+		case j.slot != slot:
+			c.fail("slot %d holds a record of slot %d", slot, j.slot)
+		case free[slot]:
+			if *j != (job{slot: slot}) {
+				c.fail("free slot %d holds job %q", slot, j.id)
+			}
+		case t.get(j.id) != j:
+			c.fail("job %q in slot %d is not in the index", j.id, slot)
+		default:
+			live++
+			if j.state == stateRunning {
+				running++
+				if got, ok := s.runIDs.get(t, j.id); !ok || got != slot {
+					c.fail("running job %q is not in the running index", j.id)
+				}
+			}
+		}
+	}
+	if live != t.len() || live+len(t.free) != int(t.used) {
+		c.fail("job table: %d live, %d free, %d used, index holds %d", live, len(t.free), t.used, t.len())
+	}
+	if running != s.runIDs.m.n || running != len(s.runs)-len(s.runFree) {
+		c.fail("%d running jobs, running index %d, runs %d", running, s.runIDs.m.n, len(s.runs)-len(s.runFree))
+	}
 }
 
 func (c *checker) inQueueHeap(j *job) {
-	if j.queue.strictOrder() {
-		h := j.queue.strict
-		if j.hidx < 0 || int(j.hidx) >= len(h) || h[j.hidx].j != j {
+	q := j.queue()
+	if q.strictOrder() {
+		h := q.strict
+		if j.pos < 0 || int(j.pos) >= len(h) || h[j.pos].slot != j.slot {
 			c.fail("queued job %q is not in its strict queue", j.id)
 		}
 		return
@@ -75,20 +117,27 @@ func (c *checker) inQueueHeap(j *job) {
 		c.fail("queued job %q: bucket has no tier heaps", j.id)
 		return
 	}
-	h := j.bucket.tiers[j.tier].jobs
-	if j.hidx < 0 || int(j.hidx) >= len(h) || h[j.hidx].j != j {
+	bt := &j.bucket.tiers[j.tier]
+	var in bool
+	if q.spec.Order == OrderRandom {
+		in = j.pos >= 0 && int(j.pos) < len(bt.set) && bt.set[j.pos] == j.slot && len(bt.jobs) == 0
+	} else {
+		in = j.pos >= 0 && int(j.pos) < len(bt.jobs) && bt.jobs[j.pos].slot == j.slot && len(bt.set) == 0
+	}
+	if !in {
 		c.fail("queued job %q is not in its bucket", j.id)
 	}
-	if j.deps != nil && j.deps.pending != 0 {
-		c.fail("queued job %q has %d pending dependencies", j.id, j.deps.pending)
+	if j.ext != nil && j.ext.pending != 0 {
+		c.fail("queued job %q has %d pending dependencies", j.id, j.ext.pending)
 	}
 }
 
 func (c *checker) running(j *job) {
-	r := j.run
-	if r == nil {
+	if j.pos < 0 || int(j.pos) >= len(c.s.runs) || c.s.runs[j.pos].job != j.slot || c.s.runs[j.pos].worker == nil {
+		c.fail("running job %q has no running attempt", j.id)
 		return
 	}
+	r := c.s.run(j)
 	w := r.worker
 	if c.s.workers[w.id] != w {
 		c.fail("job %q runs on unknown worker %q", j.id, w.id)
@@ -118,9 +167,10 @@ func (c *checker) tiers() {
 		if j.state != stateRunning {
 			continue
 		}
-		count[j.run.tier]++
+		tier := s.run(j).tier
+		count[tier]++
 		if j.isDefault() {
-			defaults[j.run.tier]++
+			defaults[tier]++
 		}
 		if j.isInteractive() {
 			interactive++
@@ -141,7 +191,7 @@ func (c *checker) tiers() {
 		// Tier 0's limit is every slot, which holds worker by worker (see
 		// workers): a worker whose slots fell under load keeps its extra
 		// jobs without stopping the others from using their free slots.
-		if k > 0 && s.count(k) > s.limits[k] && c.startedSince(s.tierLow[k], func(j *job) bool { return int(j.run.tier) >= k }) {
+		if k > 0 && s.count(k) > s.limits[k] && c.startedSince(s.tierLow[k], func(j *job) bool { return int(s.run(j).tier) >= k }) {
 			c.fail("tier %d: %d running, limit %d", k, s.count(k), s.limits[k])
 		}
 		if k > 0 && s.limits[k] > s.limits[k-1] {
@@ -155,7 +205,7 @@ func (c *checker) tiers() {
 // job has started against it since.
 func (c *checker) startedSince(seq uint64, f func(*job) bool) bool {
 	for _, j := range c.s.jobs.all() {
-		if j.state == stateRunning && j.run.startSeq > seq && f(j) {
+		if j.state == stateRunning && c.s.run(j).startSeq > seq && f(j) {
 			return true
 		}
 	}
@@ -223,7 +273,7 @@ func (c *checker) buckets() {
 		if j.state == stateQueued {
 			queued[j.bucket]++
 		}
-		if j.bucket.queue != j.queue || j.queue.buckets[j.bucket.sig] != j.bucket {
+		if j.bucket.queue.buckets[j.bucket.sig] != j.bucket {
 			c.fail("job %q: bucket is not filed", j.id)
 		}
 	}
@@ -266,14 +316,15 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	if closed != b.closed {
 		c.fail("bucket %q: closed %d, recount %d", b.sig, b.closed, closed)
 	}
-	for t, bt := range b.tiers {
-		h := bt.jobs
-		visible := b.closed == 0 && len(h) > 0
+	for t := range b.tiers {
+		bt := &b.tiers[t]
+		visible := b.closed == 0 && bt.len() > 0
 		if visible != (bt.pos >= 0) {
 			c.fail("bucket %q tier %d: in ready index %v, should be %v", b.sig, t, bt.pos >= 0, visible)
 		} else if visible {
 			e := b.queue.ready[t].items[bt.pos]
-			if e.b != b || e.key != h[0].key || e.first != h[0].j {
+			h := bt.jobs
+			if e.b != b || len(h) > 0 && (e.key != h[0].key || e.first != h[0].slot) {
 				c.fail("bucket %q tier %d: ready index entry is stale", b.sig, t)
 			}
 		}
@@ -301,7 +352,7 @@ func (c *checker) workers() {
 		if w.id != id {
 			c.fail("worker %q filed under %q", w.id, id)
 		}
-		if len(w.jobs) > w.slots && c.startedSince(w.lowered, func(j *job) bool { return j.run.worker == w }) {
+		if len(w.jobs) > w.slots && c.startedSince(w.lowered, func(j *job) bool { return s.run(j).worker == w }) {
 			c.fail("worker %q: %d jobs on %d slots", id, len(w.jobs), w.slots)
 		}
 		shouldBeFree := w.push && w.free() > 0
@@ -309,7 +360,7 @@ func (c *checker) workers() {
 			c.fail("worker %q: in free list %v, should be %v", id, w.fpos >= 0, shouldBeFree)
 		}
 		for _, j := range w.jobs {
-			if j.run == nil || j.run.worker != w || s.jobs.get(j.id) != j {
+			if j.state != stateRunning || s.run(j).worker != w || s.jobs.get(j.id) != j {
 				c.fail("worker %q lists job %q that does not run there", id, j.id)
 			}
 		}
@@ -328,7 +379,7 @@ func (c *checker) queues() {
 		per[q] = &counts{}
 	}
 	for _, j := range s.jobs.all() {
-		n := per[j.queue]
+		n := per[j.queue()]
 		if n == nil {
 			continue
 		}

@@ -24,17 +24,18 @@ const (
 	flagRunAfterFailure
 )
 
-// job is the core's record of a job. Rare parts (dependency links, the
-// running attempt) hang off pointers so that a queued job stays small.
+// job is the core's record of a job. Records live in a jobTable, 64 bytes
+// each, so that the fields a step reads share one cache line; everything
+// else refers to a job by its 32-bit slot. Rare parts (dependency links, an
+// own retry policy) hang off ext, the running attempt is runs[pos].
 type job struct {
 	id      string
+	hash    uint64 // of id, for the index
 	key     uint64 // sort key while queued; ready time while delayed
-	queue   *queue
 	bucket  *bucket
-	deps    *depInfo
-	run     *runInfo
-	retry   *RetryPolicy // nil: the queue's policy
-	hidx    int32        // index in the heap that holds the job
+	ext     *jobExt // nil for a job without dependencies or own retry policy
+	slot    uint32  // the job's number in the table
+	pos     int32   // index in the heap or set that holds it; runs index while running
 	attempt uint16
 	prio    int16
 	tier    int8 // fixed tier, or 0 (queued as fast) for default tasks
@@ -42,10 +43,19 @@ type job struct {
 	flags   uint8
 }
 
-// depInfo links a job into its workflow.
-type depInfo struct {
-	pending    int32 // upstream jobs not finished yet
-	dependants []*job
+// jobExt holds the rare parts of a job: its workflow links and its own
+// retry policy.
+type jobExt struct {
+	pending    int32     // upstream jobs not finished yet
+	dependants []depLink // downstream jobs
+	retry      *RetryPolicy
+}
+
+// depLink names a downstream job. Its slot may be reused once that job is
+// gone; ext tells the job it meant from a later one.
+type depLink struct {
+	ext  *jobExt
+	slot uint32
 }
 
 // runInfo is the running attempt of a job.
@@ -53,6 +63,7 @@ type runInfo struct {
 	worker   *worker
 	started  int64
 	startSeq uint64
+	job      uint32 // slot
 	tier     int8
 	wpos     int32 // index in worker.jobs
 	cpos     int32 // index in the running set of its class
@@ -61,11 +72,13 @@ type runInfo struct {
 func (j *job) isDefault() bool     { return j.flags&flagDefault != 0 }
 func (j *job) isInteractive() bool { return j.flags&flagInteractive != 0 }
 
+func (j *job) queue() *queue { return j.bucket.queue }
+
 func (j *job) policy() RetryPolicy {
-	if j.retry != nil {
-		return *j.retry
+	if j.ext != nil && j.ext.retry != nil {
+		return *j.ext.retry
 	}
-	return j.queue.spec.Retry
+	return j.queue().spec.Retry
 }
 
 // validateJob checks a spec against the scheduler's configuration. known
@@ -124,8 +137,8 @@ func validateRetry(p *RetryPolicy) error {
 // newJob builds the job record; it does not link dependencies or queue it.
 func (s *Scheduler) newJob(sp *JobSpec) *job {
 	q := s.queues[sp.Queue]
-	j := s.allocJob()
-	*j = job{id: sp.ID, queue: q, hidx: -1, prio: int16(sp.Priority)}
+	j := s.jobs.alloc()
+	j.id, j.pos, j.prio = sp.ID, -1, int16(sp.Priority)
 	if sp.Default {
 		j.flags |= flagDefault
 	} else {
@@ -136,7 +149,7 @@ func (s *Scheduler) newJob(sp *JobSpec) *job {
 	}
 	if sp.Retry != nil {
 		p := *sp.Retry
-		j.retry = &p
+		s.ext(j).retry = &p
 	}
 	j.bucket = s.bucketFor(q, sp.Keys, sp.Group, sp.Mode)
 	s.refBucket(j.bucket)
@@ -144,45 +157,29 @@ func (s *Scheduler) newJob(sp *JobSpec) *job {
 	return j
 }
 
+// ext returns the job's rare parts, creating them.
+func (s *Scheduler) ext(j *job) *jobExt {
+	if j.ext == nil {
+		j.ext = &jobExt{}
+	}
+	return j.ext
+}
+
 // makeReady puts a job whose dependencies are done at the back of its queue.
 func (s *Scheduler) makeReady(j *job) {
-	j.key = sortKey(j.queue.orderPrio(j), s.nextSeq())
+	j.key = sortKey(j.queue().orderPrio(j), s.nextSeq())
 	s.enqueue(j)
 }
 
-// forget drops a finished job and tells its dependants.
+// forget drops a finished job, tells its dependants and frees its slot.
 func (s *Scheduler) forget(j *job, ok bool) {
 	j.state = stateDone
-	s.jobs.remove(j.id)
+	s.jobs.remove(j)
 	s.releaseBucket(j.bucket)
-	if j.deps != nil {
+	if j.ext != nil && len(j.ext.dependants) > 0 {
 		s.propagate(j, ok)
-		return
 	}
-	s.recycle(j)
-}
-
-// maxFreeJobs bounds the job records kept for reuse.
-const maxFreeJobs = 1024
-
-// recycle keeps a finished job's record for reuse, which spares the
-// allocator and the garbage collector one object per job. Only jobs without
-// dependency links are recycled: nothing else points at a finished job.
-func (s *Scheduler) recycle(j *job) {
-	if len(s.freeJobs) < maxFreeJobs {
-		*j = job{state: stateDone}
-		s.freeJobs = append(s.freeJobs, j)
-	}
-}
-
-func (s *Scheduler) allocJob() *job {
-	if n := len(s.freeJobs); n > 0 {
-		j := s.freeJobs[n-1]
-		s.freeJobs[n-1] = nil
-		s.freeJobs = s.freeJobs[:n-1]
-		return j
-	}
-	return new(job)
+	s.jobs.release(j)
 }
 
 // retryOrFail decides the fate of an attempt that did not succeed; the job
@@ -202,8 +199,8 @@ func (s *Scheduler) retryOrFail(j *job) (bool, time.Time) {
 	}
 	at := s.now().Add(wait)
 	j.state = stateDelayed
-	j.queue.delayed++
-	s.delayed.push(uint64(at.UnixNano()), j)
+	j.queue().delayed++
+	s.delayed.push(&s.jobs, uint64(at.UnixNano()), j)
 	return true, at
 }
 
@@ -224,8 +221,8 @@ func backoff(p RetryPolicy, attempt int) time.Duration {
 // wakeDelayed moves retries whose backoff ended back into their queues.
 func (s *Scheduler) wakeDelayed(now int64) {
 	for len(s.delayed) > 0 && int64(s.delayed[0].key) <= now {
-		j := s.delayed.remove(0)
-		j.queue.delayed--
+		j := s.delayed.remove(&s.jobs, 0)
+		j.queue().delayed--
 		s.makeReady(j)
 	}
 }

@@ -73,15 +73,17 @@ func (s *Scheduler) RemoveQueue(name string) error {
 	if q.running > 0 {
 		return fmt.Errorf("queue %q: %w (%d)", name, ErrQueueBusy, q.running)
 	}
-	var victims []*job
+	var victims []string
 	for _, j := range s.jobs.all() {
-		if j.queue == q {
-			victims = append(victims, j)
+		if j.queue() == q {
+			victims = append(victims, j.id)
 		}
 	}
-	slices.SortFunc(victims, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
-	for _, j := range victims {
-		if j.state != stateDone {
+	slices.Sort(victims)
+	for _, id := range victims {
+		// A victim may be gone already: cancelled as a dependant of
+		// another, its slot perhaps reused.
+		if j := s.jobs.get(id); j != nil {
 			s.cancel(j, true)
 		}
 	}
@@ -144,7 +146,7 @@ func (q *queue) resetReady(tiers int) {
 func (s *Scheduler) refile(q *queue) {
 	var ready []*job
 	for _, j := range s.jobs.all() {
-		if j.queue == q && j.state == stateQueued {
+		if j.queue() == q && j.state == stateQueued {
 			ready = append(ready, j)
 		}
 	}
@@ -166,48 +168,54 @@ func (s *Scheduler) refile(q *queue) {
 
 // enqueue files a ready job in its queue.
 func (s *Scheduler) enqueue(j *job) {
-	q := j.queue
+	q := j.queue()
 	j.state = stateQueued
 	q.queued++
 	j.bucket.queued++
 	if q.strictOrder() {
-		q.strict.push(j.key, j)
+		q.strict.push(&s.jobs, j.key, j)
 		return
 	}
 	b, t := j.bucket, int(j.tier)
 	bt := &b.tiers[t]
 	if q.spec.Order == OrderRandom {
-		bt.jobs.add(j.key, j)
-	} else {
-		bt.jobs.push(j.key, j)
+		bt.set.add(j)
+		if b.closed == 0 && bt.pos < 0 {
+			q.ready[t].push(0, b, 0)
+		}
+		return
 	}
+	bt.jobs.push(&s.jobs, j.key, j)
 	if b.closed > 0 {
 		return
 	}
 	if bt.pos < 0 {
-		q.ready[t].push(j.key, b, j)
-	} else if j.hidx == 0 {
-		q.ready[t].rekey(int(bt.pos), j.key, j)
+		q.ready[t].push(j.key, b, j.slot)
+	} else if j.pos == 0 {
+		q.ready[t].rekey(int(bt.pos), j.key, j.slot)
 	}
 }
 
 // dequeue takes a queued job out of its queue.
 func (s *Scheduler) dequeue(j *job) {
-	q := j.queue
+	q := j.queue()
 	q.queued--
 	j.bucket.queued--
 	if q.strictOrder() {
-		q.strict.remove(int(j.hidx))
+		q.strict.remove(&s.jobs, int(j.pos))
 		return
 	}
 	b, t := j.bucket, int(j.tier)
 	bt := &b.tiers[t]
-	wasFirst := j.hidx == 0
 	if q.spec.Order == OrderRandom {
-		bt.jobs.swapRemove(int(j.hidx))
-	} else {
-		bt.jobs.remove(int(j.hidx))
+		bt.set.swapRemove(&s.jobs, int(j.pos))
+		if bt.pos >= 0 && len(bt.set) == 0 {
+			q.ready[t].remove(int(bt.pos))
+		}
+		return
 	}
+	wasFirst := j.pos == 0
+	bt.jobs.remove(&s.jobs, int(j.pos))
 	if bt.pos < 0 {
 		return
 	}
@@ -215,7 +223,7 @@ func (s *Scheduler) dequeue(j *job) {
 		q.ready[t].remove(int(bt.pos))
 	} else if wasFirst {
 		first := bt.jobs[0]
-		q.ready[t].rekey(int(bt.pos), first.key, first.j)
+		q.ready[t].rekey(int(bt.pos), first.key, first.slot)
 	}
 }
 
@@ -231,8 +239,11 @@ func (q *queue) hide(b *bucket) {
 // show puts a bucket whose gates all opened back into the ready index.
 func (q *queue) show(b *bucket) {
 	for t := range b.tiers {
-		if h := b.tiers[t].jobs; len(h) > 0 {
-			q.ready[t].push(h[0].key, b, h[0].j)
+		bt := &b.tiers[t]
+		if h := bt.jobs; len(h) > 0 {
+			q.ready[t].push(h[0].key, b, h[0].slot)
+		} else if len(bt.set) > 0 {
+			q.ready[t].push(0, b, 0)
 		}
 	}
 }
@@ -243,8 +254,11 @@ func (q *queue) show(b *bucket) {
 func (s *Scheduler) head(q *queue, below int) *job {
 	switch q.spec.Order {
 	case OrderStrict:
-		j := q.strict.top()
-		if j == nil || j.bucket.closed > 0 || int(j.tier) >= below {
+		if len(q.strict) == 0 {
+			return nil
+		}
+		j := s.jobs.at(q.strict.top())
+		if j.bucket.closed > 0 || int(j.tier) >= below {
 			return nil
 		}
 		return j
@@ -260,7 +274,7 @@ func (s *Scheduler) head(q *queue, below int) *job {
 	if best == nil {
 		return nil
 	}
-	return best.first
+	return s.jobs.at(best.first)
 }
 
 func (s *Scheduler) randomHead(q *queue, below int) *job {
@@ -277,8 +291,8 @@ func (s *Scheduler) randomHead(q *queue, below int) *job {
 			r -= n
 			continue
 		}
-		jobs := q.ready[t].items[r].b.tiers[t].jobs
-		return jobs[s.rng.IntN(len(jobs))].j
+		set := q.ready[t].items[r].b.tiers[t].set
+		return s.jobs.at(set[s.rng.IntN(len(set))])
 	}
 	return nil
 }

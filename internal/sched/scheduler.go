@@ -23,7 +23,10 @@ type Scheduler struct {
 
 	queues      map[string]*queue
 	byPrio      []*queue // highest priority first, then by name
-	jobs        jobIndex
+	jobs        jobTable // every live job's record, by slot and by id
+	runs        []runInfo
+	runFree     []int32   // free indexes in runs
+	runIDs      runIndex  // running jobs by the identity of their id
 	nbuckets    int       // buckets of all queues, idle ones included
 	idleList    []*bucket // buckets that became idle since the last sweep
 	idleBuckets int
@@ -44,10 +47,8 @@ type Scheduler struct {
 	learned  learnedDurations
 	stats    Counters
 
-	scratch  []*queue
-	runFree  []*runInfo
-	freeJobs []*job   // finished job records kept for reuse
-	tierLow  []uint64 // startSeq when a tier limit last fell below its count
+	scratch []*queue
+	tierLow []uint64 // startSeq when a tier limit last fell below its count
 }
 
 // Counters are running totals since the scheduler was created.
@@ -82,7 +83,8 @@ func New(cfg Config) (*Scheduler, error) {
 		defaults: make([][]*job, n),
 		tierLow:  make([]uint64, n),
 		queues:   map[string]*queue{},
-		jobs:     newJobIndex(),
+		jobs:     newJobTable(),
+		runIDs:   newRunIndex(),
 		keyGates: map[string]*gate{},
 		groups:   map[string]*gate{},
 		workers:  map[string]*worker{},

@@ -62,11 +62,11 @@ func (s *Scheduler) SubmitWorkflow(specs []JobSpec, edges []Edge) error {
 		}
 	}
 	for _, j := range jobs {
-		if j.deps == nil || j.deps.pending == 0 {
+		if j.ext == nil || j.ext.pending == 0 {
 			s.makeReady(j)
 		} else {
 			j.state = stateWaiting
-			j.queue.waiting++
+			j.queue().waiting++
 		}
 	}
 	return nil
@@ -160,50 +160,44 @@ func cycleError(specs []JobSpec, stack []frame, at int) error {
 }
 
 func (s *Scheduler) link(up, down *job) {
-	if up.deps == nil {
-		up.deps = &depInfo{}
-	}
-	up.deps.dependants = append(up.deps.dependants, down)
-	if down.deps == nil {
-		down.deps = &depInfo{}
-	}
-	down.deps.pending++
+	d := s.ext(down)
+	u := s.ext(up)
+	u.dependants = append(u.dependants, depLink{ext: d, slot: down.slot})
+	d.pending++
 }
 
 // propagate tells j's dependants that j finished (ok: succeeded). It works
 // through cancellations with an explicit stack, so long chains do not
-// recurse.
+// recurse. A link whose job is gone (its slot free, or reused by a job with
+// other links) is skipped.
 func (s *Scheduler) propagate(j *job, ok bool) {
 	type note struct {
-		j  *job
-		ok bool
+		deps []depLink
+		ok   bool
 	}
-	stack := []note{{j, ok}}
+	stack := []note{{j.ext.dependants, ok}}
+	j.ext.dependants = nil
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if n.j.deps == nil {
-			continue
-		}
-		deps := n.j.deps.dependants
-		n.j.deps.dependants = nil
-		for _, d := range deps {
-			if d.state != stateWaiting {
+		for _, l := range n.deps {
+			d := s.jobs.at(l.slot)
+			if d.ext != l.ext || d.state != stateWaiting {
 				continue
 			}
 			if !n.ok && d.flags&flagRunAfterFailure == 0 {
-				d.queue.waiting--
+				d.queue().waiting--
 				s.stats.Cancelled++
 				s.emit(Event{Kind: EventCancelled, JobID: d.id})
-				d.state = stateDone
-				s.jobs.remove(d.id)
+				stack = append(stack, note{d.ext.dependants, false})
+				s.jobs.remove(d)
 				s.releaseBucket(d.bucket)
-				stack = append(stack, note{d, false})
+				s.jobs.release(d)
 				continue
 			}
-			d.deps.pending--
-			if d.deps.pending == 0 {
-				d.queue.waiting--
+			d.ext.pending--
+			if d.ext.pending == 0 {
+				d.queue().waiting--
 				s.makeReady(d)
 			}
 		}
