@@ -26,11 +26,40 @@ type cycleBench struct {
 	s       *Scheduler
 	rng     *rand.Rand
 	next    int
+	ids     idBatch
 	buf     []Assignment // reused by every pull
 	running []Assignment // ring of running attempts, oldest at head
 	head    int
-	keys    []string
+	keys    [][]string // each key as a JobSpec.Keys (the core keeps no slice)
 	queues  []string
+}
+
+// idBatch makes fresh job ids "j1", "j2", … cut from one string per 1,024
+// ids, so that making an id costs the benchmark no allocation of its own.
+type idBatch struct {
+	all  string
+	buf  []byte
+	ends []int
+	i    int
+}
+
+func (x *idBatch) next(n int) string {
+	if x.i == len(x.ends) {
+		b := x.buf[:0]
+		x.ends = x.ends[:0]
+		for k := range 1024 {
+			b = append(b, 'j')
+			b = strconv.AppendInt(b, int64(n+k), 10)
+			x.ends = append(x.ends, len(b))
+		}
+		x.all, x.buf, x.i = string(b), b, 0
+	}
+	start := 0
+	if x.i > 0 {
+		start = x.ends[x.i-1]
+	}
+	x.i++
+	return x.all[start:x.ends[x.i-1]]
 }
 
 func newCycleBench(b *testing.B) *cycleBench {
@@ -56,7 +85,7 @@ func newCycleBench(b *testing.B) *cycleBench {
 		b.Fatal(err)
 	}
 	for i := range benchKeys {
-		cb.keys = append(cb.keys, "net:10."+strconv.Itoa(i/256)+"."+strconv.Itoa(i%256)+".0/24")
+		cb.keys = append(cb.keys, []string{"net:10." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ".0/24"})
 	}
 	if err := s.AddWorker(WorkerSpec{ID: "agent", Slots: 64}); err != nil {
 		b.Fatal(err)
@@ -67,9 +96,9 @@ func newCycleBench(b *testing.B) *cycleBench {
 func (cb *cycleBench) submit(b *testing.B) {
 	cb.next++
 	err := cb.s.Submit(JobSpec{
-		ID:    "j" + strconv.Itoa(cb.next),
+		ID:    cb.ids.next(cb.next),
 		Queue: cb.queues[cb.next%len(cb.queues)],
-		Keys:  []string{cb.keys[cb.rng.IntN(len(cb.keys))]},
+		Keys:  cb.keys[cb.rng.IntN(len(cb.keys))],
 	})
 	if err != nil {
 		b.Fatal(err)

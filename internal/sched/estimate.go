@@ -231,11 +231,11 @@ func (s *Scheduler) queuedInOrder(q *queue, max int) []*job {
 		all = slices.Clone(q.strict)
 	} else {
 		for _, b := range q.buckets {
-			for _, bt := range b.tiers {
-				all = append(all, bt.jobs...)
-				for _, slot := range bt.set {
-					all = append(all, jobEntry{s.jobs.at(slot).key, slot})
-				}
+			for slot := b.head; slot != noSlot; slot = s.jobs.at(slot).next {
+				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
+			}
+			for _, slot := range b.set {
+				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
 			}
 		}
 	}

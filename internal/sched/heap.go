@@ -110,66 +110,62 @@ func (s *slotSet) swapRemove(t *jobTable, i int) {
 }
 
 // bucketHeap holds a queue's ready buckets for one tier, keyed by the sort
-// key of each bucket's first job of that tier, which each entry also names
-// so that finding the head touches no bucket. Unordered heaps (random
-// queues) are plain sets. A bucket's tiers[tier].pos is its index here.
+// key of each bucket's first job, which each entry also names so that
+// finding the head touches no bucket. Unordered heaps (random queues) are
+// plain sets. A bucket's pos is its index here.
 type bucketHeap struct {
-	tier    int
 	ordered bool
 	items   []bucketEntry
 }
 
 type bucketEntry struct {
 	key   uint64
-	b     *bucket
-	first uint32 // slot of the bucket's first job of the tier
+	b     uint32 // bucket number
+	first uint32 // slot of the bucket's first job (FIFO)
 }
 
 func (h *bucketHeap) len() int { return len(h.items) }
 
-func (h *bucketHeap) setPos(i int) { h.items[i].b.tiers[h.tier].pos = int32(i) }
-
-func (h *bucketHeap) push(key uint64, b *bucket, first uint32) {
-	h.items = append(h.items, bucketEntry{key, b, first})
+func (h *bucketHeap) push(t *bucketTable, key uint64, b *bucket, first uint32) {
+	h.items = append(h.items, bucketEntry{key, b.num, first})
 	i := len(h.items) - 1
-	h.setPos(i)
+	b.pos = int32(i)
 	if h.ordered {
-		h.up(i)
+		h.up(t, i)
 	}
 }
 
-func (h *bucketHeap) remove(i int) {
+func (h *bucketHeap) remove(t *bucketTable, i int) {
 	n := len(h.items) - 1
-	b := h.items[i].b
+	b := t.at(h.items[i].b)
 	if i != n {
 		h.items[i] = h.items[n]
-		h.setPos(i)
+		t.at(h.items[i].b).pos = int32(i)
 	}
-	h.items[n] = bucketEntry{}
 	h.items = h.items[:n]
 	if i != n && h.ordered {
-		if !h.down(i) {
-			h.up(i)
+		if !h.down(t, i) {
+			h.up(t, i)
 		}
 	}
-	b.tiers[h.tier].pos = -1
+	b.pos = -1
 }
 
 // rekey gives the entry at index i a new first job and its key.
-func (h *bucketHeap) rekey(i int, key uint64, first uint32) {
+func (h *bucketHeap) rekey(t *bucketTable, i int, key uint64, first uint32) {
 	old := h.items[i].key
 	h.items[i].key, h.items[i].first = key, first
 	if !h.ordered {
 		return
 	}
 	if key < old {
-		h.up(i)
+		h.up(t, i)
 	} else {
-		h.down(i)
+		h.down(t, i)
 	}
 }
 
-func (h *bucketHeap) up(i int) {
+func (h *bucketHeap) up(t *bucketTable, i int) {
 	e := h.items[i]
 	for i > 0 {
 		p := parent(i)
@@ -177,14 +173,14 @@ func (h *bucketHeap) up(i int) {
 			break
 		}
 		h.items[i] = h.items[p]
-		h.setPos(i)
+		t.at(h.items[i].b).pos = int32(i)
 		i = p
 	}
 	h.items[i] = e
-	h.setPos(i)
+	t.at(e.b).pos = int32(i)
 }
 
-func (h *bucketHeap) down(i0 int) bool {
+func (h *bucketHeap) down(t *bucketTable, i0 int) bool {
 	e := h.items[i0]
 	i, n := i0, len(h.items)
 	for {
@@ -202,10 +198,10 @@ func (h *bucketHeap) down(i0 int) bool {
 			break
 		}
 		h.items[i] = h.items[c]
-		h.setPos(i)
+		t.at(h.items[i].b).pos = int32(i)
 		i = c
 	}
 	h.items[i] = e
-	h.setPos(i)
+	t.at(e.b).pos = int32(i)
 	return i > i0
 }

@@ -9,31 +9,37 @@ import (
 // jobTable holds every live job's record and finds it by id.
 //
 // Records sit in fixed chunks of jobChunk, so that a *job stays valid while
-// the table grows and a job's 32-bit slot names it everywhere else (heaps,
-// sets, links). Freed slots are reused most recently freed first: their
-// records are the likeliest to be in cache.
+// the table grows and a job's 32-bit slot names it everywhere else (lists,
+// heaps, sets, links). Freed slots are reused most recently freed first:
+// their records are the likeliest to be in cache.
 //
-// The id index is an open-addressing table of 8-byte entries (see slotMap),
-// half the size of a (hash, pointer) pair: with a million queued jobs an
-// absent id, as Submit's duplicate check looks up, costs one cache line and
-// touches no record. Complete looks a running job up first by the identity
-// of its id string (runIndex), which reads neither the id's bytes nor the
-// big table.
+// The id index (an open-addressing table of 8-byte entries) is written
+// once per job and never on the job's way out: freeing a slot bumps the
+// slot's generation, which turns every entry naming the slot's old
+// generation stale. Stale entries are skipped by lookups and cleared by a
+// sweep once live and stale entries fill three quarters of the table. So
+// with a million queued jobs a submission costs one cache line of the
+// index (the duplicate check, then the insertion into the same line) and a
+// completion none: Complete finds a running job by the identity of its id
+// string (runIndex).
 type jobTable struct {
 	chunks [][]job
 	used   uint32   // slots handed out at least once
 	free   []uint32 // slots to reuse
-	index  slotMap
+	gen    []uint8  // generation of each slot
+	exts   []*jobExt
+	xfree  []uint32 // free indexes in exts (0 is never used)
+	index  jobIndex
 	seed   maphash.Seed
 }
 
-// jobChunkBits sets the records per chunk (4096 records, 256 KiB).
-const jobChunkBits = 12
+// jobChunkBits sets the records per chunk (1024 records, 64 KiB).
+const jobChunkBits = 10
 
 const jobChunk = 1 << jobChunkBits
 
 func newJobTable() jobTable {
-	t := jobTable{seed: maphash.MakeSeed()}
+	t := jobTable{seed: maphash.MakeSeed(), exts: []*jobExt{nil}}
 	t.index.init(minIndexSlots)
 	return t
 }
@@ -52,6 +58,7 @@ func (t *jobTable) alloc() *job {
 	} else {
 		slot = t.used
 		t.used++
+		t.gen = append(t.gen, 0)
 		if int(slot>>jobChunkBits) == len(t.chunks) {
 			t.chunks = append(t.chunks, make([]job, jobChunk))
 		}
@@ -61,59 +68,217 @@ func (t *jobTable) alloc() *job {
 	return j
 }
 
-// release clears a record out of the index and frees its slot.
+// release clears a record, drops its rare parts and frees its slot; its
+// index entry goes stale.
 func (t *jobTable) release(j *job) {
 	slot := j.slot
+	if j.ext != 0 {
+		t.exts[j.ext] = nil
+		t.xfree = append(t.xfree, j.ext)
+	}
 	*j = job{slot: slot}
+	t.gen[slot]++
 	t.free = append(t.free, slot)
+	if x := &t.index; len(x.e) > minIndexSlots && 16*x.live < len(x.e) {
+		t.sweep(nil) // shrinks
+	}
+}
+
+// ext returns a job's rare parts, or nil.
+func (t *jobTable) ext(j *job) *jobExt {
+	if j.ext == 0 {
+		return nil
+	}
+	return t.exts[j.ext]
+}
+
+// addExt returns a job's rare parts, creating them.
+func (t *jobTable) addExt(j *job) *jobExt {
+	if j.ext != 0 {
+		return t.exts[j.ext]
+	}
+	x := &jobExt{}
+	if n := len(t.xfree); n > 0 {
+		j.ext = t.xfree[n-1]
+		t.xfree = t.xfree[:n-1]
+		t.exts[j.ext] = x
+	} else {
+		j.ext = uint32(len(t.exts))
+		t.exts = append(t.exts, x)
+	}
+	return x
 }
 
 func (t *jobTable) hash(id string) uint64 { return maphash.String(t.seed, id) }
 
 // len returns the number of jobs in the index.
-func (t *jobTable) len() int { return t.index.n }
+func (t *jobTable) len() int { return t.index.live }
 
 // get returns the job with the id, or nil.
 func (t *jobTable) get(id string) *job {
+	if id == "" { // the id of every free record
+		return nil
+	}
 	h := t.hash(id)
-	m := &t.index
-	tag := h >> tagShift
-	for i := h & m.mask; ; i = (i + 1) & m.mask {
-		e := m.e[i]
+	return t.getFrom(id, h, t.index.home(h))
+}
+
+// getFrom is get for a non-empty id that hashes to h, whose home entry e
+// the caller loaded.
+func (t *jobTable) getFrom(id string, h, e uint64) *job {
+	x := &t.index
+	tag := h >> jobTagShift
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		if i != h&x.mask {
+			e = x.e[i]
+		}
 		if e == 0 {
 			return nil
 		}
-		if (e>>32)&tagMask == tag {
-			if j := t.at(uint32(e) - 1); j.hash == h && j.id == id {
-				return j
+		if (e>>32)&0xffff == tag {
+			slot := uint32(e) - 1
+			if uint8(e>>48) == t.gen[slot] {
+				if j := t.at(slot); j.id == id {
+					return j
+				}
 			}
 		}
 	}
 }
 
-// put adds a job whose id is not in the index.
-func (t *jobTable) put(j *job) {
-	j.hash = t.hash(j.id)
-	t.index.add(j.hash, j.slot, t.hashOf)
+// put adds a job whose id, which hashes to h, is not in the index.
+func (t *jobTable) put(j *job, h uint64) {
+	x := &t.index
+	if 4*(x.used+1) > 3*len(x.e) {
+		t.sweep(j)
+	}
+	for !x.insert(h, j.slot, t.gen[j.slot]) {
+		t.rebuild(2*len(x.e), j)
+	}
+	x.live++
 }
 
-// remove deletes a job from the index.
-func (t *jobTable) remove(j *job) { t.index.delete(j.hash, j.slot, t.hashOf) }
+// remove takes a job out of the index; release then makes its entry stale.
+func (t *jobTable) remove(*job) { t.index.live-- }
 
-func (t *jobTable) hashOf(slot uint32) uint64 { return t.at(slot).hash }
+// sweep clears the stale entries of the index, then resizes it so that the
+// live entries fill between an eighth and three eighths of it. j is the job
+// being put, not in the index yet, or nil.
+func (t *jobTable) sweep(j *job) {
+	x := &t.index
+	for i := uint64(0); i < uint64(len(x.e)); {
+		e := x.e[i]
+		if e != 0 && uint8(e>>48) != t.gen[uint32(e)-1] {
+			x.deleteAt(i)
+			continue
+		}
+		i++
+	}
+	n := len(x.e)
+	for 8*(x.live+1) > 3*n {
+		n *= 2
+	}
+	for n > minIndexSlots && 8*(x.live+1) < n {
+		n /= 2
+	}
+	if n != len(x.e) {
+		t.rebuild(n, j)
+	}
+}
+
+// rebuild makes a new index of at least n entries from the records, whose
+// ids it hashes again; skip is not in the index yet.
+func (t *jobTable) rebuild(n int, skip *job) {
+	for !t.refill(n, skip) {
+		n *= 2
+	}
+}
+
+func (t *jobTable) refill(n int, skip *job) bool {
+	x := &t.index
+	x.init(n)
+	for c, chunk := range t.chunks {
+		for i := range chunk {
+			j := &chunk[i]
+			if slot := uint32(c<<jobChunkBits + i); j.id != "" && j != skip && !x.insert(t.hash(j.id), slot, t.gen[slot]) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // all yields every job in the index with its id, in no particular order.
 func (t *jobTable) all() iter.Seq2[string, *job] {
 	return func(yield func(string, *job) bool) {
-		for _, e := range t.index.e {
-			if e != 0 {
-				j := t.at(uint32(e) - 1)
-				if !yield(j.id, j) {
+		for _, chunk := range t.chunks {
+			for i := range chunk {
+				if j := &chunk[i]; j.id != "" && !yield(j.id, j) {
 					return
 				}
 			}
 		}
 	}
+}
+
+// jobIndex is the id index of jobTable. An entry packs slot+1 (0 marks an
+// empty entry) in its low 32 bits, then 16 further bits of the id's hash as
+// a tag that rules out almost every wrong candidate without reading its
+// record, the slot's generation when the entry was made, and the entry's
+// distance from its home position, which lets a sweep shift entries back
+// without hashing them again.
+type jobIndex struct {
+	e    []uint64 // power-of-two length
+	mask uint64
+	used int // live and stale entries
+	live int
+}
+
+const (
+	minIndexSlots = 16
+	jobTagShift   = 48
+)
+
+// home returns the entry at the home position of hash h.
+func (x *jobIndex) home(h uint64) uint64 { return x.e[h&x.mask] }
+
+func (x *jobIndex) init(n int) {
+	x.e = make([]uint64, n)
+	x.mask = uint64(n - 1)
+	x.used = 0
+}
+
+// insert places an entry at the first empty position from its home. It
+// fails when the distance would not fit its 8 bits; the table then grows.
+func (x *jobIndex) insert(h uint64, slot uint32, gen uint8) bool {
+	i := h & x.mask
+	for d := uint64(0); ; d++ {
+		if d > maxDist {
+			return false
+		}
+		if x.e[i] == 0 {
+			x.e[i] = uint64(slot) + 1 | (h>>jobTagShift)<<32 | uint64(gen)<<48 | d<<56
+			x.used++
+			return true
+		}
+		i = (i + 1) & x.mask
+	}
+}
+
+// deleteAt removes the entry at i, shifting later entries of its run back.
+func (x *jobIndex) deleteAt(i uint64) {
+	for k := (i + 1) & x.mask; x.e[k] != 0; k = (k + 1) & x.mask {
+		// Move entry k into the hole at i unless its home lies cyclically
+		// in (i, k]: then it is already as close to home as it can be.
+		e := x.e[k]
+		gap := (k - i) & x.mask
+		if d := e >> 56; d >= gap {
+			x.e[i] = e&(1<<56-1) | (d-gap)<<56
+			i = k
+		}
+	}
+	x.e[i] = 0
+	x.used--
 }
 
 // runIndex finds a running job by the identity of its id string: the
@@ -168,13 +333,14 @@ func (r *runIndex) remove(t *jobTable, j *job) {
 	r.m.delete(identity(j.id), j.slot, func(s uint32) uint64 { return identity(t.at(s).id) })
 }
 
-// slotMap maps 64-bit hashes to slots: open addressing with linear probing
-// and backward-shift deletion, so that no tombstone slows later probes.
-// An entry packs slot+1 (0 marks an empty entry) in its low 32 bits, 24
-// further bits of the hash as a tag that rules out almost every wrong
-// candidate without reading its record, and its distance from its home
-// position in the top 8 bits, which deletion needs to shift entries back
-// without rehashing them.
+// slotMap maps 64-bit hashes to 32-bit numbers (job slots, bucket
+// numbers): open addressing with linear probing and backward-shift
+// deletion, so that no tombstone slows later probes. An entry packs the
+// number+1 (0 marks an empty entry) in its low 32 bits, 24 further bits of
+// the hash as a tag that rules out almost every wrong candidate without
+// reading what the number names, and its distance from its home position
+// in the top 8 bits, which deletion needs to shift entries back without
+// hashing them again.
 type slotMap struct {
 	e    []uint64 // power-of-two length
 	mask uint64
@@ -182,47 +348,49 @@ type slotMap struct {
 }
 
 const (
-	minIndexSlots = 16
-	tagShift      = 40
-	tagMask       = 1<<24 - 1
-	maxDist       = 255
+	tagShift = 40
+	tagMask  = 1<<24 - 1
+	maxDist  = 255
 )
+
+// home returns the entry at the home position of hash h.
+func (m *slotMap) home(h uint64) uint64 { return m.e[h&m.mask] }
 
 func (m *slotMap) init(n int) {
 	m.e = make([]uint64, n)
 	m.mask = uint64(n - 1)
 }
 
-// add inserts a slot under hash h; hashOf gives the hash of any slot in
-// the map, for growing.
-func (m *slotMap) add(h uint64, slot uint32, hashOf func(uint32) uint64) {
+// add inserts a number under hash h; hashOf gives the hash of any number
+// in the map, for growing.
+func (m *slotMap) add(h uint64, n uint32, hashOf func(uint32) uint64) {
 	if 4*(m.n+1) > 3*len(m.e) {
 		m.resize(2*len(m.e), hashOf)
 	}
-	for !m.insert(h, slot) {
+	for !m.insert(h, n) {
 		m.resize(2*len(m.e), hashOf)
 	}
 	m.n++
 }
 
 // insert places an entry; it fails when its probe would exceed maxDist.
-func (m *slotMap) insert(h uint64, slot uint32) bool {
+func (m *slotMap) insert(h uint64, n uint32) bool {
 	i := h & m.mask
 	for d := uint64(0); ; d++ {
 		if d > maxDist {
 			return false
 		}
 		if m.e[i] == 0 {
-			m.e[i] = uint64(slot) + 1 | (h>>tagShift)<<32 | d<<56
+			m.e[i] = uint64(n) + 1 | (h>>tagShift)<<32 | d<<56
 			return true
 		}
 		i = (i + 1) & m.mask
 	}
 }
 
-// delete removes the entry of slot under hash h, if present.
-func (m *slotMap) delete(h uint64, slot uint32, hashOf func(uint32) uint64) {
-	want := uint64(slot) + 1
+// delete removes the entry of number n under hash h, if present.
+func (m *slotMap) delete(h uint64, n uint32, hashOf func(uint32) uint64) {
+	want := uint64(n) + 1
 	i := h & m.mask
 	for {
 		e := m.e[i]
@@ -235,8 +403,6 @@ func (m *slotMap) delete(h uint64, slot uint32, hashOf func(uint32) uint64) {
 		i = (i + 1) & m.mask
 	}
 	for k := (i + 1) & m.mask; m.e[k] != 0; k = (k + 1) & m.mask {
-		// Move entry k into the hole at i unless its home lies cyclically
-		// in (i, k]: then it is already as close to home as it can be.
 		e := m.e[k]
 		gap := (k - i) & m.mask
 		if d := e >> 56; d >= gap {

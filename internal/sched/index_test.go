@@ -24,7 +24,7 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 					j := x.alloc()
 					j.id = id
 					want[id] = j
-					x.put(j)
+					x.put(j, x.hash(id))
 				}
 			case 1:
 				if j := want[id]; j != nil {
@@ -67,7 +67,7 @@ func TestJobIndexShrinksWhenEmptied(t *testing.T) {
 	for i := range 10_000 {
 		j := x.alloc()
 		j.id = strconv.Itoa(i)
-		x.put(j)
+		x.put(j, x.hash(j.id))
 		jobs = append(jobs, j)
 	}
 	for _, j := range jobs {

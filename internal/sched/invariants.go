@@ -12,19 +12,20 @@ import (
 // state and one place, counters equal to their recount, and the ready index
 // exactly the open buckets. It returns all violations found, joined.
 func (s *Scheduler) CheckInvariants() error {
-	c := &checker{s: s}
+	c := &checker{s: s, listed: map[uint32]*bucket{}}
+	c.buckets()
 	c.jobs()
 	c.tiers()
 	c.gates()
-	c.buckets()
 	c.workers()
 	c.queues()
 	return errors.Join(c.errs...)
 }
 
 type checker struct {
-	s    *Scheduler
-	errs []error
+	s      *Scheduler
+	errs   []error
+	listed map[uint32]*bucket // jobs found in a FIFO bucket's list
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -50,7 +51,7 @@ func (c *checker) jobs() {
 				c.fail("delayed job %q is not in the delayed heap", id)
 			}
 		case stateWaiting:
-			if j.ext == nil || j.ext.pending <= 0 {
+			if x := s.jobs.ext(j); x == nil || x.pending <= 0 {
 				c.fail("waiting job %q has no pending dependency", id)
 			}
 		case stateRunning:
@@ -113,22 +114,18 @@ func (c *checker) inQueueHeap(j *job) {
 		}
 		return
 	}
-	if j.bucket.tiers == nil {
-		c.fail("queued job %q: bucket has no tier heaps", j.id)
-		return
-	}
-	bt := &j.bucket.tiers[j.tier]
+	b := j.bucket
 	var in bool
 	if q.spec.Order == OrderRandom {
-		in = j.pos >= 0 && int(j.pos) < len(bt.set) && bt.set[j.pos] == j.slot && len(bt.jobs) == 0
+		in = j.pos >= 0 && int(j.pos) < len(b.set) && b.set[j.pos] == j.slot
 	} else {
-		in = j.pos >= 0 && int(j.pos) < len(bt.jobs) && bt.jobs[j.pos].slot == j.slot && len(bt.set) == 0
+		in = c.listed[j.slot] == b
 	}
-	if !in {
+	if !in || b.tier != j.tier || b.prio != bucketPrio(q, j.prio) {
 		c.fail("queued job %q is not in its bucket", j.id)
 	}
-	if j.ext != nil && j.ext.pending != 0 {
-		c.fail("queued job %q has %d pending dependencies", j.id, j.ext.pending)
+	if x := c.s.jobs.ext(j); x != nil && x.pending != 0 {
+		c.fail("queued job %q has %d pending dependencies", j.id, x.pending)
 	}
 }
 
@@ -218,8 +215,8 @@ func (c *checker) gates() {
 	holders := map[*gate]int{}
 	for _, j := range s.jobs.all() {
 		if j.state == stateRunning {
-			for _, g := range j.bucket.gates {
-				holders[g]++
+			for _, r := range j.bucket.gates {
+				holders[r.g]++
 			}
 		}
 	}
@@ -253,16 +250,16 @@ func (c *checker) gates() {
 	}
 }
 
-func slicesContains(gs []*gate, g *gate) bool {
+func slicesContains(gs []gateRef, g *gate) bool {
 	for _, x := range gs {
-		if x == g {
+		if x.g == g {
 			return true
 		}
 	}
 	return false
 }
 
-// buckets checks references, closed counts and the ready index.
+// buckets checks references, closed counts, lists and the ready index.
 func (c *checker) buckets() {
 	s := c.s
 	refs := map[*bucket]int{}
@@ -273,19 +270,30 @@ func (c *checker) buckets() {
 		if j.state == stateQueued {
 			queued[j.bucket]++
 		}
-		if j.bucket.queue.buckets[j.bucket.sig] != j.bucket {
+		q := j.bucket.queue
+		if s.bkts.lookup(q, j.bucket.sig, j.bucket.tier, j.bucket.prio) != j.bucket || q.buckets[j.bucket.qpos] != j.bucket {
 			c.fail("job %q: bucket is not filed", j.id)
 		}
 	}
-	n := 0
+	n, idle := 0, 0
 	for _, q := range s.queues {
-		for _, b := range q.buckets {
+		for i, b := range q.buckets {
 			n++
+			if b.refs == 0 {
+				idle++
+				if !b.listed {
+					c.fail("idle bucket %q of %s is not listed for the sweep", b.sig, q.spec.Name)
+				}
+			}
+			if int(b.qpos) != i || b.queue != q || s.bkts.at(b.num) != b {
+				c.fail("bucket %q of %s is misfiled", b.sig, q.spec.Name)
+			}
 			c.bucket(b, refs[b], queued[b], live)
 		}
 	}
-	if n != s.nbuckets {
-		c.fail("%d buckets counted, recount %d", s.nbuckets, n)
+	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.n != n || int(s.bkts.used)-len(s.bkts.free) != n {
+		c.fail("%d buckets (%d idle) counted, recount %d (%d idle), table %d, lookup %d",
+			s.nbuckets, s.idleBuckets, n, idle, int(s.bkts.used)-len(s.bkts.free), s.bkts.find.n)
 	}
 	c.liveGates(live)
 }
@@ -293,41 +301,70 @@ func (c *checker) buckets() {
 // bucket checks one bucket against the recounts of its jobs.
 func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	name := b.queue.spec.Name
-	if int(b.refs) != refs || b.idle != (b.refs == 0) {
+	if int(b.refs) != refs {
 		c.fail("bucket %q of %s: refs %d, recount %d", b.sig, name, b.refs, refs)
 	}
 	if int(b.queued) != queued {
 		c.fail("bucket %q of %s: queued %d, recount %d", b.sig, name, b.queued, queued)
 	}
-	for _, g := range b.gates {
+	closed := int32(0)
+	for _, r := range b.gates {
+		g := r.g
 		if b.refs > 0 {
 			live[g]++
 		}
-	}
-	closed := int32(0)
-	for i, g := range b.gates {
 		if g.closed {
 			closed++
 		}
-		if int(b.gpos[i]) >= len(g.buckets) || g.buckets[b.gpos[i]] != b {
+		if int(r.pos) >= len(g.buckets) || g.buckets[r.pos] != b {
 			c.fail("bucket %q: not listed by gate %s", b.sig, g.label())
 		}
 	}
 	if closed != b.closed {
 		c.fail("bucket %q: closed %d, recount %d", b.sig, b.closed, closed)
 	}
-	for t := range b.tiers {
-		bt := &b.tiers[t]
-		visible := b.closed == 0 && bt.len() > 0
-		if visible != (bt.pos >= 0) {
-			c.fail("bucket %q tier %d: in ready index %v, should be %v", b.sig, t, bt.pos >= 0, visible)
-		} else if visible {
-			e := b.queue.ready[t].items[bt.pos]
-			h := bt.jobs
-			if e.b != b || len(h) > 0 && (e.key != h[0].key || e.first != h[0].slot) {
-				c.fail("bucket %q tier %d: ready index entry is stale", b.sig, t)
-			}
+	if len(b.gates) > 0 && b.gate0 != b.gates[0].g || len(b.gates) == 0 && b.gate0 != nil {
+		c.fail("bucket %q: first gate not cached", b.sig)
+	}
+	switch b.queue.spec.Order {
+	case OrderFIFO:
+		c.list(b)
+	case OrderRandom:
+		if len(b.set) != int(b.queued) {
+			c.fail("bucket %q of %s: %d in its set, %d queued", b.sig, name, len(b.set), b.queued)
 		}
+	}
+	if b.visible() != (b.pos >= 0) {
+		c.fail("bucket %q tier %d: in ready index %v, should be %v", b.sig, b.tier, b.pos >= 0, b.visible())
+	} else if b.pos >= 0 {
+		h := b.queue.ready[b.tier]
+		e := h.items[b.pos]
+		if e.b != b.num || h.ordered && (e.key != b.headKey || e.first != b.head) {
+			c.fail("bucket %q tier %d: ready index entry is stale", b.sig, b.tier)
+		}
+	}
+}
+
+// list walks a FIFO bucket's list: queued jobs of the bucket in key order,
+// each linked both ways, with the keys the bucket and the records repeat.
+func (c *checker) list(b *bucket) {
+	t := &c.s.jobs
+	n, prev := int32(0), noSlot
+	var prevKey uint64
+	for slot := b.head; slot != noSlot; slot = t.at(slot).next {
+		j := t.at(slot)
+		if n++; n > b.queued || j.bucket != b || j.state != stateQueued || c.listed[slot] != nil {
+			c.fail("bucket %q: list runs into job %q (%d of %d queued)", b.sig, j.id, n, b.queued)
+			return
+		}
+		c.listed[slot] = b
+		if prev == noSlot && (b.headKey != j.key) || prev != noSlot && (uint32(j.pos) != prev || prevKey != j.key || t.at(prev).key > j.key) {
+			c.fail("bucket %q: job %q is misplaced in its list", b.sig, j.id)
+		}
+		prev, prevKey = slot, j.nextKey
+	}
+	if n != b.queued || b.tail != prev {
+		c.fail("bucket %q: list of %d jobs ends at %d, bucket says %d jobs ending at %d", b.sig, n, prev, b.queued, b.tail)
 	}
 }
 
@@ -417,7 +454,7 @@ func (c *checker) readyIndex(name string, q *queue, t int) {
 		c.fail("strict queue %q has a ready index", name)
 	}
 	for i, e := range h.items {
-		if e.b.queue != q || int(e.b.tiers[t].pos) != i {
+		if b := c.s.bkts.at(e.b); b.queue != q || int(b.tier) != t || int(b.pos) != i {
 			c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
 		}
 		if p := parent(i); h.ordered && i > 0 && h.items[p].key > e.key {

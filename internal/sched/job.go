@@ -25,23 +25,34 @@ const (
 )
 
 // job is the core's record of a job. Records live in a jobTable, 64 bytes
-// each, so that the fields a step reads share one cache line; everything
-// else refers to a job by its 32-bit slot. Rare parts (dependency links, an
-// own retry policy) hang off ext, the running attempt is runs[pos].
+// each, so that what a step reads of a job shares one cache line;
+// everything else refers to a job by its 32-bit slot. Rare parts
+// (dependency links, an own retry policy) hang off ext.
+//
+// pos depends on the state: a queued job of a FIFO queue sits in its
+// bucket's list (pos is the previous job's slot, next the next one's, and
+// nextKey the next one's sort key, so that taking the first job out tells
+// the key of the new first without reading its record); any other queued
+// or delayed job sits in a heap or set at index pos; a running job's
+// attempt is runs[pos].
 type job struct {
 	id      string
-	hash    uint64 // of id, for the index
 	key     uint64 // sort key while queued; ready time while delayed
+	nextKey uint64 // FIFO list: sort key of the next job
 	bucket  *bucket
-	ext     *jobExt // nil for a job without dependencies or own retry policy
-	slot    uint32  // the job's number in the table
-	pos     int32   // index in the heap or set that holds it; runs index while running
+	slot    uint32 // the job's number in the table
+	pos     int32
+	next    uint32 // FIFO list: the next job's slot, or noSlot
+	ext     uint32 // index in jobTable.exts; 0: none
 	attempt uint16
 	prio    int16
 	tier    int8 // fixed tier, or 0 (queued as fast) for default tasks
 	state   jobState
 	flags   uint8
 }
+
+// noSlot marks the end of a FIFO list.
+const noSlot = ^uint32(0)
 
 // jobExt holds the rare parts of a job: its workflow links and its own
 // retry policy.
@@ -74,9 +85,9 @@ func (j *job) isInteractive() bool { return j.flags&flagInteractive != 0 }
 
 func (j *job) queue() *queue { return j.bucket.queue }
 
-func (j *job) policy() RetryPolicy {
-	if j.ext != nil && j.ext.retry != nil {
-		return *j.ext.retry
+func (s *Scheduler) policy(j *job) RetryPolicy {
+	if x := s.jobs.ext(j); x != nil && x.retry != nil {
+		return *x.retry
 	}
 	return j.queue().spec.Retry
 }
@@ -88,11 +99,23 @@ func (s *Scheduler) validateJob(sp *JobSpec, known func(string) bool) error {
 		return fmt.Errorf("%w: empty id", ErrInvalidJob)
 	}
 	if s.jobs.get(sp.ID) != nil {
-		return fmt.Errorf("job %q: %w", sp.ID, ErrDuplicateJob)
+		return duplicate(sp.ID)
 	}
+	return s.checkSpec(sp, known)
+}
+
+func duplicate(id string) error { return fmt.Errorf("job %q: %w", id, ErrDuplicateJob) }
+
+// checkSpec is validateJob but for the id, which it does not check.
+func (s *Scheduler) checkSpec(sp *JobSpec, known func(string) bool) error {
 	if _, ok := s.queues[sp.Queue]; !ok {
 		return fmt.Errorf("job %q: queue %q: %w", sp.ID, sp.Queue, ErrUnknownQueue)
 	}
+	return s.checkFields(sp, known)
+}
+
+// checkFields is checkSpec but for the queue, which it does not check.
+func (s *Scheduler) checkFields(sp *JobSpec, known func(string) bool) error {
 	if !sp.Default && (sp.Tier < 0 || sp.Tier >= len(s.tiers)) {
 		return fmt.Errorf("%w: job %q: tier %d outside 0..%d", ErrInvalidJob, sp.ID, sp.Tier, len(s.tiers)-1)
 	}
@@ -136,33 +159,35 @@ func validateRetry(p *RetryPolicy) error {
 
 // newJob builds the job record; it does not link dependencies or queue it.
 func (s *Scheduler) newJob(sp *JobSpec) *job {
-	q := s.queues[sp.Queue]
+	b := s.bucketFor(s.queues[sp.Queue], sp.Keys, sp.Group, sp.Mode, specTier(sp), int16(sp.Priority))
+	return s.newJobIn(sp, b, s.jobs.hash(sp.ID))
+}
+
+// specTier is the tier a job queues in: its own, or 0 for default tasks.
+func specTier(sp *JobSpec) int8 {
+	if sp.Default {
+		return 0
+	}
+	return int8(sp.Tier)
+}
+
+// newJobIn builds the record of a job of bucket b whose id hashes to h.
+func (s *Scheduler) newJobIn(sp *JobSpec, b *bucket, h uint64) *job {
 	j := s.jobs.alloc()
-	j.id, j.pos, j.prio = sp.ID, -1, int16(sp.Priority)
+	j.id, j.pos, j.prio, j.tier, j.bucket = sp.ID, -1, int16(sp.Priority), specTier(sp), b
 	if sp.Default {
 		j.flags |= flagDefault
-	} else {
-		j.tier = int8(sp.Tier)
 	}
 	if sp.RunAfterFailure {
 		j.flags |= flagRunAfterFailure
 	}
 	if sp.Retry != nil {
 		p := *sp.Retry
-		s.ext(j).retry = &p
+		s.jobs.addExt(j).retry = &p
 	}
-	j.bucket = s.bucketFor(q, sp.Keys, sp.Group, sp.Mode)
-	s.refBucket(j.bucket)
-	s.jobs.put(j)
+	s.refBucket(b)
+	s.jobs.put(j, h)
 	return j
-}
-
-// ext returns the job's rare parts, creating them.
-func (s *Scheduler) ext(j *job) *jobExt {
-	if j.ext == nil {
-		j.ext = &jobExt{}
-	}
-	return j.ext
 }
 
 // makeReady puts a job whose dependencies are done at the back of its queue.
@@ -176,8 +201,8 @@ func (s *Scheduler) forget(j *job, ok bool) {
 	j.state = stateDone
 	s.jobs.remove(j)
 	s.releaseBucket(j.bucket)
-	if j.ext != nil && len(j.ext.dependants) > 0 {
-		s.propagate(j, ok)
+	if x := s.jobs.ext(j); x != nil && len(x.dependants) > 0 {
+		s.propagate(x, ok)
 	}
 	s.jobs.release(j)
 }
@@ -185,7 +210,7 @@ func (s *Scheduler) forget(j *job, ok bool) {
 // retryOrFail decides the fate of an attempt that did not succeed; the job
 // is no longer running. It returns whether the job runs again and when.
 func (s *Scheduler) retryOrFail(j *job) (bool, time.Time) {
-	p := j.policy()
+	p := s.policy(j)
 	if int(j.attempt) >= max(1, p.MaxAttempts) {
 		s.stats.Failed++
 		s.forget(j, false)

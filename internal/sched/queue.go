@@ -12,9 +12,10 @@ import (
 // head may start.
 type queue struct {
 	spec    QueueSpec
+	num     uint32 // tells queues apart in bucket identities
 	ready   []bucketHeap
 	strict  jobHeap
-	buckets map[string]*bucket // by signature (see signature)
+	buckets []*bucket // every bucket of the queue, idle ones included
 
 	queued, waiting, delayed, running int
 }
@@ -48,7 +49,8 @@ func (s *Scheduler) DefineQueue(spec QueueSpec) error {
 	spec.Requires = dedupe(spec.Requires)
 	q, ok := s.queues[spec.Name]
 	if !ok {
-		q = &queue{spec: spec, buckets: map[string]*bucket{}}
+		s.queueSeq++
+		q = &queue{spec: spec, num: s.queueSeq}
 		q.resetReady(len(s.tiers))
 		s.queues[spec.Name] = q
 	} else {
@@ -87,8 +89,8 @@ func (s *Scheduler) RemoveQueue(name string) error {
 			s.cancel(j, true)
 		}
 	}
-	for _, b := range q.buckets {
-		if b.idle {
+	for _, b := range slices.Clone(q.buckets) {
+		if b.refs == 0 {
 			s.dropBucket(b)
 		}
 	}
@@ -108,27 +110,33 @@ func (s *Scheduler) sortQueues() {
 		}
 		return cmp.Compare(a.spec.Name, b.spec.Name)
 	})
+	s.active, s.ties = s.active[:0], s.ties[:0]
+	for _, q := range s.byPrio {
+		if q.spec.Paused {
+			continue
+		}
+		if n := len(s.active); n == 0 || s.active[n-1].spec.Priority != q.spec.Priority {
+			s.ties = append(s.ties, int32(n))
+		}
+		s.active = append(s.active, q)
+	}
 }
 
 // queueOrder lists active queues by priority, shuffling each run of equal
-// priorities so that ties are broken at random.
+// priorities so that ties are broken at random (rand.Shuffle's draws,
+// without its indirect calls).
 func (s *Scheduler) queueOrder() []*queue {
-	out := s.scratch[:0]
-	for _, q := range s.byPrio {
-		if !q.spec.Paused {
-			out = append(out, q)
+	out := append(s.scratch[:0], s.active...)
+	for r, start := range s.ties {
+		end := len(out)
+		if r+1 < len(s.ties) {
+			end = int(s.ties[r+1])
 		}
-	}
-	for i := 0; i < len(out); {
-		k := i + 1
-		for k < len(out) && out[k].spec.Priority == out[i].spec.Priority {
-			k++
+		run := out[start:end]
+		for i := len(run) - 1; i > 0; i-- {
+			j := s.rng.IntN(i + 1)
+			run[i], run[j] = run[j], run[i]
 		}
-		if k-i > 1 {
-			run := out[i:k]
-			s.rng.Shuffle(len(run), func(a, b int) { run[a], run[b] = run[b], run[a] })
-		}
-		i = k
 	}
 	s.scratch = out
 	return out
@@ -137,114 +145,111 @@ func (s *Scheduler) queueOrder() []*queue {
 func (q *queue) resetReady(tiers int) {
 	q.ready = make([]bucketHeap, tiers)
 	for t := range q.ready {
-		q.ready[t] = bucketHeap{tier: t, ordered: q.spec.Order == OrderFIFO}
+		q.ready[t] = bucketHeap{ordered: q.spec.Order == OrderFIFO}
 	}
 	q.strict = nil
 }
 
-// refile moves a queue's ready jobs into the structures of its new order.
+// refile moves a queue's jobs into the structures of its new order: ready
+// jobs are filed again in their order, and jobs in any state move to the
+// buckets of the new order (FIFO buckets split by priority).
 func (s *Scheduler) refile(q *queue) {
 	var ready []*job
 	for _, j := range s.jobs.all() {
-		if j.queue() == q && j.state == stateQueued {
+		if j.queue() != q {
+			continue
+		}
+		if j.state == stateQueued {
 			ready = append(ready, j)
+		}
+		if want := bucketPrio(q, j.prio); j.bucket.prio != want {
+			old := j.bucket
+			j.bucket = s.bucketLike(old, want)
+			s.refBucket(j.bucket)
+			s.releaseBucket(old)
 		}
 	}
 	slices.SortFunc(ready, func(a, b *job) int { return cmp.Compare(a.key, b.key) })
+	q.resetReady(len(s.tiers))
+	for _, b := range q.buckets {
+		b.queued, b.pos, b.head, b.tail, b.set = 0, -1, noSlot, noSlot, nil
+	}
+	q.queued -= len(ready)
 	for _, j := range ready {
 		j.key = sortKey(q.orderPrio(j), j.key&seqMask)
-	}
-	q.resetReady(len(s.tiers))
-	q.queued -= len(ready)
-	// Buckets of a strict queue carry no per-tier heaps and vice versa.
-	for _, b := range q.buckets {
-		b.queued = 0
-		b.resetTiers(len(s.tiers), q.strictOrder())
-	}
-	for _, j := range ready {
 		s.enqueue(j)
 	}
 }
 
 // enqueue files a ready job in its queue.
 func (s *Scheduler) enqueue(j *job) {
-	q := j.queue()
+	b := j.bucket
+	q := b.queue
 	j.state = stateQueued
 	q.queued++
-	j.bucket.queued++
-	if q.strictOrder() {
+	b.queued++
+	switch q.spec.Order {
+	case OrderStrict:
 		q.strict.push(&s.jobs, j.key, j)
 		return
-	}
-	b, t := j.bucket, int(j.tier)
-	bt := &b.tiers[t]
-	if q.spec.Order == OrderRandom {
-		bt.set.add(j)
-		if b.closed == 0 && bt.pos < 0 {
-			q.ready[t].push(0, b, 0)
+	case OrderRandom:
+		b.set.add(j)
+		if b.closed == 0 && b.pos < 0 {
+			q.ready[b.tier].push(&s.bkts, 0, b, 0)
 		}
 		return
 	}
-	bt.jobs.push(&s.jobs, j.key, j)
+	s.listPush(b, j)
 	if b.closed > 0 {
 		return
 	}
-	if bt.pos < 0 {
-		q.ready[t].push(j.key, b, j.slot)
-	} else if j.pos == 0 {
-		q.ready[t].rekey(int(bt.pos), j.key, j.slot)
+	if b.pos < 0 {
+		q.ready[b.tier].push(&s.bkts, b.headKey, b, b.head)
+	} else if b.head == j.slot {
+		q.ready[b.tier].rekey(&s.bkts, int(b.pos), j.key, j.slot)
 	}
 }
 
 // dequeue takes a queued job out of its queue.
 func (s *Scheduler) dequeue(j *job) {
-	q := j.queue()
+	b := j.bucket
+	q := b.queue
 	q.queued--
-	j.bucket.queued--
-	if q.strictOrder() {
+	b.queued--
+	switch q.spec.Order {
+	case OrderStrict:
 		q.strict.remove(&s.jobs, int(j.pos))
 		return
-	}
-	b, t := j.bucket, int(j.tier)
-	bt := &b.tiers[t]
-	if q.spec.Order == OrderRandom {
-		bt.set.swapRemove(&s.jobs, int(j.pos))
-		if bt.pos >= 0 && len(bt.set) == 0 {
-			q.ready[t].remove(int(bt.pos))
+	case OrderRandom:
+		b.set.swapRemove(&s.jobs, int(j.pos))
+		if b.pos >= 0 && b.queued == 0 {
+			q.ready[b.tier].remove(&s.bkts, int(b.pos))
 		}
 		return
 	}
-	wasFirst := j.pos == 0
-	bt.jobs.remove(&s.jobs, int(j.pos))
-	if bt.pos < 0 {
+	wasFirst := b.head == j.slot
+	s.listRemove(b, j)
+	if b.pos < 0 {
 		return
 	}
-	if len(bt.jobs) == 0 {
-		q.ready[t].remove(int(bt.pos))
+	if b.queued == 0 {
+		q.ready[b.tier].remove(&s.bkts, int(b.pos))
 	} else if wasFirst {
-		first := bt.jobs[0]
-		q.ready[t].rekey(int(bt.pos), first.key, first.slot)
+		q.ready[b.tier].rekey(&s.bkts, int(b.pos), b.headKey, b.head)
 	}
 }
 
 // hide takes a bucket whose gate closed out of the ready index.
-func (q *queue) hide(b *bucket) {
-	for t := range b.tiers {
-		if pos := b.tiers[t].pos; pos >= 0 {
-			q.ready[t].remove(int(pos))
-		}
+func (s *Scheduler) hide(b *bucket) {
+	if b.pos >= 0 {
+		b.queue.ready[b.tier].remove(&s.bkts, int(b.pos))
 	}
 }
 
 // show puts a bucket whose gates all opened back into the ready index.
-func (q *queue) show(b *bucket) {
-	for t := range b.tiers {
-		bt := &b.tiers[t]
-		if h := bt.jobs; len(h) > 0 {
-			q.ready[t].push(h[0].key, b, h[0].slot)
-		} else if len(bt.set) > 0 {
-			q.ready[t].push(0, b, 0)
-		}
+func (s *Scheduler) show(b *bucket) {
+	if b.visible() {
+		b.queue.ready[b.tier].push(&s.bkts, b.headKey, b, b.head)
 	}
 }
 
@@ -277,6 +282,8 @@ func (s *Scheduler) head(q *queue, below int) *job {
 	return s.jobs.at(best.first)
 }
 
+// randomHead picks a random visible bucket of the tiers below limit, then a
+// random job in it (seed 004's two randints).
 func (s *Scheduler) randomHead(q *queue, below int) *job {
 	total := 0
 	for t := 0; t < below; t++ {
@@ -291,7 +298,7 @@ func (s *Scheduler) randomHead(q *queue, below int) *job {
 			r -= n
 			continue
 		}
-		set := q.ready[t].items[r].b.tiers[t].set
+		set := s.bkts.at(q.ready[t].items[r].b).set
 		return s.jobs.at(set[s.rng.IntN(len(set))])
 	}
 	return nil

@@ -23,12 +23,16 @@ type Scheduler struct {
 
 	queues      map[string]*queue
 	byPrio      []*queue // highest priority first, then by name
+	active      []*queue // byPrio without paused queues
+	ties        []int32  // where each run of equal priorities starts in active
 	jobs        jobTable // every live job's record, by slot and by id
 	runs        []runInfo
-	runFree     []int32   // free indexes in runs
-	runIDs      runIndex  // running jobs by the identity of their id
-	nbuckets    int       // buckets of all queues, idle ones included
-	idleList    []*bucket // buckets that became idle since the last sweep
+	runFree     []int32     // free indexes in runs
+	runIDs      runIndex    // running jobs by the identity of their id
+	queueSeq    uint32      // numbers queues
+	bkts        bucketTable // buckets of all queues
+	nbuckets    int         // buckets of all queues, idle ones included
+	idleList    []*bucket   // buckets that became idle since the last sweep
 	idleBuckets int
 	keyGates    map[string]*gate
 	groups      map[string]*gate
@@ -84,6 +88,7 @@ func New(cfg Config) (*Scheduler, error) {
 		tierLow:  make([]uint64, n),
 		queues:   map[string]*queue{},
 		jobs:     newJobTable(),
+		bkts:     newBucketTable(),
 		runIDs:   newRunIndex(),
 		keyGates: map[string]*gate{},
 		groups:   map[string]*gate{},

@@ -100,9 +100,9 @@ func (s *Scheduler) blockedIn(q *queue, u *QueueUsage) {
 		if u.BlockedBy == nil {
 			u.BlockedBy = map[string]int{}
 		}
-		for _, g := range b.gates {
-			if g.closed {
-				u.BlockedBy[g.label()] += n
+		for _, r := range b.gates {
+			if r.g.closed {
+				u.BlockedBy[r.g.label()] += n
 			}
 		}
 	}
@@ -120,8 +120,8 @@ func (s *Scheduler) queuedPerGate() map[*gate]int {
 	out := map[*gate]int{}
 	for _, q := range s.queues {
 		for _, b := range q.buckets {
-			for _, g := range b.gates {
-				out[g] += int(b.queued)
+			for _, r := range b.gates {
+				out[r.g] += int(b.queued)
 			}
 		}
 	}
