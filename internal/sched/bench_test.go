@@ -35,31 +35,48 @@ type cycleBench struct {
 }
 
 // idBatch makes fresh job ids "j1", "j2", … cut from one string per 1,024
-// ids, so that making an id costs the benchmark no allocation of its own.
+// ids, counting in decimal digits, so that making an id costs the
+// benchmark little and no allocation of its own.
 type idBatch struct {
-	all  string
+	ids  []string
 	buf  []byte
-	ends []int
+	last []byte // the last id made, digits only
 	i    int
 }
 
-func (x *idBatch) next(n int) string {
-	if x.i == len(x.ends) {
-		b := x.buf[:0]
-		x.ends = x.ends[:0]
-		for k := range 1024 {
-			b = append(b, 'j')
-			b = strconv.AppendInt(b, int64(n+k), 10)
-			x.ends = append(x.ends, len(b))
-		}
-		x.all, x.buf, x.i = string(b), b, 0
-	}
-	start := 0
-	if x.i > 0 {
-		start = x.ends[x.i-1]
+func (x *idBatch) next() string {
+	if x.i == len(x.ids) {
+		x.refill()
 	}
 	x.i++
-	return x.all[start:x.ends[x.i-1]]
+	return x.ids[x.i-1]
+}
+
+func (x *idBatch) refill() {
+	b := x.buf[:0]
+	var ends [1024]int
+	for k := range ends {
+		d := x.last
+		i := len(d) - 1
+		for ; i >= 0 && d[i] == '9'; i-- {
+			d[i] = '0'
+		}
+		if i < 0 {
+			d = append([]byte{'1'}, d...)
+		} else {
+			d[i]++
+		}
+		x.last = d
+		b = append(append(b, 'j'), d...)
+		ends[k] = len(b)
+	}
+	all, start := string(b), 0
+	x.ids = x.ids[:0]
+	for _, end := range ends {
+		x.ids = append(x.ids, all[start:end])
+		start = end
+	}
+	x.buf, x.i = b, 0
 }
 
 func newCycleBench(b *testing.B) *cycleBench {
@@ -96,7 +113,7 @@ func newCycleBench(b *testing.B) *cycleBench {
 func (cb *cycleBench) submit(b *testing.B) {
 	cb.next++
 	err := cb.s.Submit(JobSpec{
-		ID:    cb.ids.next(cb.next),
+		ID:    cb.ids.next(),
 		Queue: cb.queues[cb.next%len(cb.queues)],
 		Keys:  cb.keys[cb.rng.IntN(len(cb.keys))],
 	})

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"hash/maphash"
 	"slices"
 	"strings"
 )
@@ -28,23 +27,27 @@ import (
 type bucket struct {
 	refs    int32  // live jobs (any state) in the bucket
 	queued  int32  // of them, ready in the queue
-	pos     int32  // index in queue.ready[tier]; -1 when not there
+	pos     int32  // leaf in queue.tree[tier] or index in queue.sets[tier]; -1 when not there
 	closed  int32  // closed gates
 	head    uint32 // FIFO list: first and last job's slots, or noSlot
 	tail    uint32
 	headKey uint64
 	queue   *queue
 	sig     string
-	num     uint32 // the bucket's number in its table
+	gate0   uint32 // number+1 of the counters of the first gate; 0: none
 	prio    int16  // FIFO queues: the jobs' priority; else 0
 	tier    int8
-	listed  bool // in Scheduler.idleList
+	flags   uint8
 	// Second cache line.
-	gate0 *gate     // gates[0].g, if any
-	gates []gateRef // every gate the bucket holds
-	set   slotSet   // random queues
-	qpos  int32     // index in queue.buckets
+	gates  []gateRef // every gate the bucket holds
+	set    slotSet   // random queues
+	num    uint32    // the bucket's number in its table
+	qpos   int32     // index in queue.buckets
+	listed bool      // in Scheduler.idleList
 }
+
+// manyGates marks a bucket with more than one gate.
+const manyGates uint8 = 1
 
 // gateRef is a gate a bucket holds and the bucket's index in gate.buckets.
 type gateRef struct {
@@ -59,13 +62,13 @@ type bucketTable struct {
 	used   uint32
 	free   []uint32
 	find   slotMap
-	seed   maphash.Seed
+	seed   uint64
 }
 
 const bucketChunkBits = 9 // 512 buckets, 64 KiB
 
 func newBucketTable() bucketTable {
-	t := bucketTable{seed: maphash.MakeSeed()}
+	t := bucketTable{seed: newSeed()}
 	t.find.init(minIndexSlots)
 	return t
 }
@@ -76,12 +79,7 @@ func (t *bucketTable) at(n uint32) *bucket {
 
 // hash mixes a bucket's identity into 64 bits.
 func (t *bucketTable) hash(q *queue, sig string, tier int8, prio int16) uint64 {
-	x := maphash.String(t.seed, sig) ^ uint64(q.num)<<32 ^ uint64(uint8(tier))<<16 ^ uint64(uint16(prio))
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	return x ^ x>>33
+	return mum(strHash(sig, t.seed)^uint64(q.num)<<32^uint64(uint8(tier))<<16^uint64(uint16(prio)), 0x589965cc75374cc3)
 }
 
 func (t *bucketTable) hashOf(n uint32) uint64 {
@@ -222,7 +220,9 @@ func (s *Scheduler) newBucket(q *queue, sig string, tier int8, prio int16) *buck
 
 func (s *Scheduler) attach(b *bucket, g *gate) {
 	if len(b.gates) == 0 {
-		b.gate0 = g
+		b.gate0 = g.num + 1
+	} else {
+		b.flags |= manyGates
 	}
 	b.gates = append(b.gates, gateRef{g, int32(len(g.buckets))})
 	g.buckets = append(g.buckets, b)
@@ -317,8 +317,10 @@ func (s *Scheduler) detachGate(b *bucket, r gateRef) {
 		switch g.kind {
 		case gateKey:
 			delete(s.keyGates, g.name)
+			s.gcs.drop(g)
 		case gateGroup:
 			delete(s.groups, g.name)
+			s.gcs.drop(g)
 		}
 	}
 }

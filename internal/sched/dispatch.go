@@ -14,35 +14,68 @@ import (
 // Tiers ignored in one queue stay ignored for the rest of the cycle.
 func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
 	below := len(s.tiers)
-	queues := s.scratch[:0]
 	if only != nil {
-		if !only.spec.Paused {
-			queues = append(queues, only)
-		}
-	} else {
-		queues = s.queueOrder()
-	}
-	for _, q := range queues {
-		if !p.serves(q) {
-			continue
-		}
-		h := s.tierSteps(q, &below, s.head(q, below))
-		if h == nil {
-			continue
-		}
-		if pull != nil {
-			return h, pull
-		}
-		if len(p.free) == 0 {
-			s.downgradeAll()
-			s.haltForQueue(p)
-		}
-		if len(p.free) == 0 {
+		if only.spec.Paused {
 			return nil, nil
 		}
-		return h, p.free[0]
+		j, w, _ := s.visit(p, pull, only, &below)
+		return j, w
+	}
+	// Ties are broken by drawing the queues of a run of equal priorities
+	// one by one, a Fisher-Yates shuffle done as far as the cycle goes, so
+	// that a cycle that stops in the first run draws nothing for the
+	// others. (A draw d among r queues takes the (r-1-d)th remaining, so
+	// that two tied queues come in the order rand.Shuffle gave them.)
+	for r, start := range s.ties {
+		end := int32(len(s.active))
+		if r+1 < len(s.ties) {
+			end = s.ties[r+1]
+		}
+		if end-start == 1 {
+			if j, w, done := s.visit(p, pull, s.active[start], &below); done {
+				return j, w
+			}
+			continue
+		}
+		order := s.order[:0]
+		for i := start; i < end; i++ {
+			order = append(order, i)
+		}
+		s.order = order
+		for k := range order {
+			if rest := len(order) - k; rest > 1 {
+				i := k + rest - 1 - s.rng.IntN(rest)
+				order[k], order[i] = order[i], order[k]
+			}
+			if j, w, done := s.visit(p, pull, s.active[order[k]], &below); done {
+				return j, w
+			}
+		}
 	}
 	return nil, nil
+}
+
+// visit runs the cycle's steps for queue q: done says the cycle is over,
+// with the job to start and its worker, or none.
+func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *worker, bool) {
+	if !p.serves(q) {
+		return nil, nil, false
+	}
+	h := s.tierSteps(q, below, s.head(q, *below))
+	if h == nil {
+		return nil, nil, false
+	}
+	if pull != nil {
+		return h, pull, true
+	}
+	if len(p.free) == 0 {
+		s.downgradeAll()
+		s.haltForQueue(p)
+	}
+	if len(p.free) == 0 {
+		return nil, nil, true
+	}
+	return h, p.free[0], true
 }
 
 // Dispatch runs the queue cycle until it is over and returns the jobs it
@@ -120,7 +153,7 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 	} else if j.isInteractive() {
 		s.addToSet(&s.interactive, j)
 	}
-	s.runIDs.add(&s.jobs, j)
+	s.runHints.add(j, len(s.runs)-len(s.runFree))
 	s.hold(j.bucket)
 	w.jobs = append(w.jobs, j)
 	if w.free() <= 0 {
@@ -151,7 +184,6 @@ func (s *Scheduler) release(j *job) {
 	} else if j.isInteractive() {
 		s.removeFromSet(&s.interactive, j)
 	}
-	s.runIDs.remove(&s.jobs, j)
 	s.unhold(j.bucket)
 	w := r.worker
 	last := len(w.jobs) - 1
@@ -182,10 +214,10 @@ func (s *Scheduler) newRun(r runInfo) int32 {
 
 // running returns the running job whose id is id, or nil. A driver that
 // passes back the JobID of its Assignment is answered from the running
-// jobs alone (runIndex); any other string goes through the id index.
+// jobs alone (runHints); any other string goes through the id index.
 func (s *Scheduler) runningJob(id string) *job {
-	if slot, ok := s.runIDs.get(&s.jobs, id); ok {
-		return s.jobs.at(slot)
+	if j := s.runHints.get(&s.jobs, id); j != nil {
+		return j
 	}
 	if j := s.jobs.get(id); j != nil && j.state == stateRunning {
 		return j

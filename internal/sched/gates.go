@@ -30,16 +30,71 @@ const (
 	gateMode
 )
 
+// gate is a key, group or mode. Its counters, which every start and end
+// reads, sit in a gateCounts record of a dense table (32 bytes a gate, so
+// that ten thousand keys take 320 KiB); the rest is read only when a gate
+// opens or closes.
 type gate struct {
+	*gateCounts
 	name     string
 	kind     gateKind
-	limit    int // running holders allowed (keys and groups)
-	running  int // running holders
-	closed   bool
 	buckets  []*bucket
-	live     int    // buckets with live jobs that hold the gate
 	opposite *gate  // mode gates: the other mode
 	lowered  uint64 // startSeq when the limit last fell below running
+}
+
+type gateCounts struct {
+	running int32 // running holders
+	live    int32 // buckets with live jobs that hold the gate
+	limit   int   // running holders allowed (keys and groups)
+	closed  bool
+	mode    bool   // a mode gate
+	num     uint32 // the record's number in gateTable
+	g       *gate
+}
+
+// gateTable holds the counters of every gate in chunks (a *gateCounts stays
+// valid while it grows).
+type gateTable struct {
+	chunks [][]gateCounts
+	used   uint32
+	free   []uint32
+}
+
+const gateChunkBits = 10
+
+func (t *gateTable) at(n uint32) *gateCounts {
+	return &t.chunks[n>>gateChunkBits][n&(1<<gateChunkBits-1)]
+}
+
+func (t *gateTable) add(g *gate) {
+	var n uint32
+	if k := len(t.free); k > 0 {
+		n = t.free[k-1]
+		t.free = t.free[:k-1]
+	} else {
+		n = t.used
+		t.used++
+		if int(n>>gateChunkBits) == len(t.chunks) {
+			t.chunks = append(t.chunks, make([]gateCounts, 1<<gateChunkBits))
+		}
+	}
+	c := t.at(n)
+	*c = gateCounts{num: n, g: g, mode: g.kind == gateMode, limit: unlimited}
+	g.gateCounts = c
+}
+
+func (t *gateTable) drop(g *gate) {
+	n := g.num
+	*g.gateCounts = gateCounts{num: n}
+	t.free = append(t.free, n)
+}
+
+func (s *Scheduler) newGate(name string, kind gateKind, limit int) *gate {
+	g := &gate{name: name, kind: kind}
+	s.gcs.add(g)
+	g.limit = limit
+	return g
 }
 
 // shouldClose says whether one more holder would break the gate's rule.
@@ -47,14 +102,14 @@ func (g *gate) shouldClose() bool {
 	if g.kind == gateMode {
 		return g.opposite.running > 0
 	}
-	return g.running >= g.limit
+	return int(g.running) >= g.limit
 }
 
 func (s *Scheduler) keyGate(k string) *gate {
 	if g, ok := s.keyGates[k]; ok {
 		return g
 	}
-	g := &gate{name: k, kind: gateKey, limit: s.keyLimit.of(k)}
+	g := s.newGate(k, gateKey, s.keyLimit.of(k))
 	s.keyGates[k] = g
 	return g
 }
@@ -63,51 +118,55 @@ func (s *Scheduler) groupGate(name string) *gate {
 	if g, ok := s.groups[name]; ok {
 		return g
 	}
-	g := &gate{name: name, kind: gateGroup, limit: 1}
+	g := s.newGate(name, gateGroup, 1)
 	s.groups[name] = g
 	return g
 }
 
 // hold and unhold count a starting or ending job against its gates.
 func (s *Scheduler) hold(b *bucket) {
-	if len(b.gates) == 1 {
-		s.holdGate(b.gate0)
+	if b.flags&manyGates == 0 {
+		if b.gate0 != 0 {
+			s.holdGate(s.gcs.at(b.gate0 - 1))
+		}
 		return
 	}
 	for _, r := range b.gates {
-		s.holdGate(r.g)
+		s.holdGate(r.g.gateCounts)
 	}
 }
 
-func (s *Scheduler) holdGate(g *gate) {
-	g.running++
-	if g.kind == gateMode {
-		if g.running == 1 {
-			s.setClosed(g.opposite, true)
+func (s *Scheduler) holdGate(c *gateCounts) {
+	c.running++
+	if c.mode {
+		if c.running == 1 {
+			s.setClosed(c.g.opposite, true)
 		}
-	} else if g.running >= g.limit {
-		s.setClosed(g, true)
+	} else if !c.closed && int(c.running) >= c.limit {
+		s.setClosed(c.g, true)
 	}
 }
 
 func (s *Scheduler) unhold(b *bucket) {
-	if len(b.gates) == 1 {
-		s.unholdGate(b.gate0)
+	if b.flags&manyGates == 0 {
+		if b.gate0 != 0 {
+			s.unholdGate(s.gcs.at(b.gate0 - 1))
+		}
 		return
 	}
 	for _, r := range b.gates {
-		s.unholdGate(r.g)
+		s.unholdGate(r.g.gateCounts)
 	}
 }
 
-func (s *Scheduler) unholdGate(g *gate) {
-	g.running--
-	if g.kind == gateMode {
-		if g.running == 0 {
-			s.setClosed(g.opposite, false)
+func (s *Scheduler) unholdGate(c *gateCounts) {
+	c.running--
+	if c.mode {
+		if c.running == 0 {
+			s.setClosed(c.g.opposite, false)
 		}
-	} else if g.running < g.limit {
-		s.setClosed(g, false)
+	} else if c.closed && int(c.running) < c.limit {
+		s.setClosed(c.g, false)
 	}
 }
 
@@ -186,7 +245,7 @@ func (s *Scheduler) setGateLimit(g *gate, limit int) {
 	if g.limit == limit {
 		return
 	}
-	if limit < g.running {
+	if limit < int(g.running) {
 		g.lowered = s.startSeq
 	}
 	g.limit = limit

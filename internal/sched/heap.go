@@ -109,99 +109,113 @@ func (s *slotSet) swapRemove(t *jobTable, i int) {
 	j.pos = -1
 }
 
-// bucketHeap holds a queue's ready buckets for one tier, keyed by the sort
-// key of each bucket's first job, which each entry also names so that
-// finding the head touches no bucket. Unordered heaps (random queues) are
-// plain sets. A bucket's pos is its index here.
-type bucketHeap struct {
-	ordered bool
-	items   []bucketEntry
+// bucketSet is the ready index of a random queue's tier: the visible
+// buckets in no order; a bucket's pos is its index here.
+type bucketSet []uint32
+
+func (s *bucketSet) add(b *bucket) {
+	b.pos = int32(len(*s))
+	*s = append(*s, b.num)
 }
 
-type bucketEntry struct {
-	key   uint64
-	b     uint32 // bucket number
-	first uint32 // slot of the bucket's first job (FIFO)
-}
-
-func (h *bucketHeap) len() int { return len(h.items) }
-
-func (h *bucketHeap) push(t *bucketTable, key uint64, b *bucket, first uint32) {
-	h.items = append(h.items, bucketEntry{key, b.num, first})
-	i := len(h.items) - 1
-	b.pos = int32(i)
-	if h.ordered {
-		h.up(t, i)
-	}
-}
-
-func (h *bucketHeap) remove(t *bucketTable, i int) {
-	n := len(h.items) - 1
-	b := t.at(h.items[i].b)
+func (s *bucketSet) remove(t *bucketTable, b *bucket) {
+	old := *s
+	i, n := int(b.pos), len(old)-1
 	if i != n {
-		h.items[i] = h.items[n]
-		t.at(h.items[i].b).pos = int32(i)
+		old[i] = old[n]
+		t.at(old[i]).pos = int32(i)
 	}
-	h.items = h.items[:n]
-	if i != n && h.ordered {
-		if !h.down(t, i) {
-			h.up(t, i)
-		}
-	}
+	*s = old[:n]
 	b.pos = -1
 }
 
-// rekey gives the entry at index i a new first job and its key.
-func (h *bucketHeap) rekey(t *bucketTable, i int, key uint64, first uint32) {
-	old := h.items[i].key
-	h.items[i].key, h.items[i].first = key, first
-	if !h.ordered {
-		return
+// winnerTree is the ready index of a FIFO queue's tier: a tournament tree
+// over the visible buckets, keyed by the sort key of each bucket's first
+// job, so that the root names the queue's next job. Each visible bucket
+// keeps one leaf (its pos) for as long as it stays visible; an update
+// replays the leaf's path to the root, one comparison per level between
+// siblings that share a cache line, and stops where nothing changes. No
+// other bucket's record is touched, unlike a heap, whose moves must tell
+// every moved bucket its new index.
+type winnerTree struct {
+	w    []treeEntry // w[1] is the winner; leaf l is w[k+l]
+	k    int         // leaves, a power of two
+	free []int32     // free leaves
+}
+
+type treeEntry struct {
+	key   uint64 // noKey for a free leaf
+	b     uint32 // bucket number
+	first uint32 // slot of the bucket's first job
+}
+
+const noKey = ^uint64(0)
+
+// top returns the winner; ok is false when no bucket is visible.
+func (t *winnerTree) top() (e treeEntry, ok bool) {
+	if t.k == 0 || t.w[1].key == noKey {
+		return treeEntry{}, false
 	}
-	if key < old {
-		h.up(t, i)
-	} else {
-		h.down(t, i)
+	return t.w[1], true
+}
+
+// len returns the number of visible buckets.
+func (t *winnerTree) len() int { return t.k - len(t.free) }
+
+// add gives a bucket a leaf.
+func (t *winnerTree) add(b *bucket, key uint64, first uint32) {
+	if len(t.free) == 0 {
+		t.grow()
+	}
+	n := len(t.free) - 1
+	b.pos = t.free[n]
+	t.free = t.free[:n]
+	t.set(b.pos, treeEntry{key, b.num, first})
+}
+
+// update gives a bucket's leaf a new first job and its key.
+func (t *winnerTree) update(b *bucket, key uint64, first uint32) {
+	t.set(b.pos, treeEntry{key, b.num, first})
+}
+
+// remove frees a bucket's leaf.
+func (t *winnerTree) remove(b *bucket) {
+	t.set(b.pos, treeEntry{key: noKey})
+	t.free = append(t.free, b.pos)
+	b.pos = -1
+}
+
+func (t *winnerTree) set(leaf int32, e treeEntry) {
+	w := t.w
+	i := t.k + int(leaf)
+	w[i] = e
+	for i > 1 {
+		if sib := &w[i^1]; sib.key < e.key {
+			e = *sib
+		}
+		i >>= 1
+		if w[i].key == e.key {
+			return // the winners above stay as they are
+		}
+		w[i] = e
 	}
 }
 
-func (h *bucketHeap) up(t *bucketTable, i int) {
-	e := h.items[i]
-	for i > 0 {
-		p := parent(i)
-		if h.items[p].key <= e.key {
-			break
-		}
-		h.items[i] = h.items[p]
-		t.at(h.items[i].b).pos = int32(i)
-		i = p
+// grow doubles the leaves, keeping each bucket's leaf.
+func (t *winnerTree) grow() {
+	k := max(4, 2*t.k)
+	w := make([]treeEntry, 2*k)
+	copy(w[k:], t.w[t.k:])
+	for l := k - 1; l >= t.k; l-- {
+		w[k+l] = treeEntry{key: noKey}
+		t.free = append(t.free, int32(l))
 	}
-	h.items[i] = e
-	t.at(e.b).pos = int32(i)
-}
-
-func (h *bucketHeap) down(t *bucketTable, i0 int) bool {
-	e := h.items[i0]
-	i, n := i0, len(h.items)
-	for {
-		first := firstChild(i)
-		if first >= n {
-			break
+	for i := k - 1; i >= 1; i-- {
+		l, r := w[2*i], w[2*i+1]
+		if r.key < l.key {
+			l = r
 		}
-		c := first
-		for r := first + 1; r < min(first+arity, n); r++ {
-			if h.items[r].key < h.items[c].key {
-				c = r
-			}
-		}
-		if e.key <= h.items[c].key {
-			break
-		}
-		h.items[i] = h.items[c]
-		t.at(h.items[i].b).pos = int32(i)
-		i = c
+		w[i] = l
 	}
-	h.items[i] = e
-	t.at(e.b).pos = int32(i)
-	return i > i0
+	t.w, t.k = w, k
 }

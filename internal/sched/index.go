@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"hash/maphash"
 	"iter"
 	"unsafe"
 )
@@ -26,11 +25,11 @@ type jobTable struct {
 	chunks [][]job
 	used   uint32   // slots handed out at least once
 	free   []uint32 // slots to reuse
-	gen    []uint8  // generation of each slot
+	gen    []uint8  // generation of each slot, as its record says, for sweeps
 	exts   []*jobExt
 	xfree  []uint32 // free indexes in exts (0 is never used)
 	index  jobIndex
-	seed   maphash.Seed
+	seed   uint64
 }
 
 // jobChunkBits sets the records per chunk (1024 records, 64 KiB).
@@ -39,7 +38,7 @@ const jobChunkBits = 10
 const jobChunk = 1 << jobChunkBits
 
 func newJobTable() jobTable {
-	t := jobTable{seed: maphash.MakeSeed(), exts: []*jobExt{nil}}
+	t := jobTable{seed: newSeed(), exts: []*jobExt{nil}}
 	t.index.init(minIndexSlots)
 	return t
 }
@@ -76,8 +75,9 @@ func (t *jobTable) release(j *job) {
 		t.exts[j.ext] = nil
 		t.xfree = append(t.xfree, j.ext)
 	}
-	*j = job{slot: slot}
-	t.gen[slot]++
+	gen := j.gen + 1
+	*j = job{slot: slot, gen: gen}
+	t.gen[slot] = gen // a store: the record, read when the job ended, knew it
 	t.free = append(t.free, slot)
 	if x := &t.index; len(x.e) > minIndexSlots && 16*x.live < len(x.e) {
 		t.sweep(nil) // shrinks
@@ -109,7 +109,7 @@ func (t *jobTable) addExt(j *job) *jobExt {
 	return x
 }
 
-func (t *jobTable) hash(id string) uint64 { return maphash.String(t.seed, id) }
+func (t *jobTable) hash(id string) uint64 { return strHash(id, t.seed) }
 
 // len returns the number of jobs in the index.
 func (t *jobTable) len() int { return t.index.live }
@@ -136,11 +136,8 @@ func (t *jobTable) getFrom(id string, h, e uint64) *job {
 			return nil
 		}
 		if (e>>32)&0xffff == tag {
-			slot := uint32(e) - 1
-			if uint8(e>>48) == t.gen[slot] {
-				if j := t.at(slot); j.id == id {
-					return j
-				}
+			if j := t.at(uint32(e) - 1); j.gen == uint8(e>>48) && j.id == id {
+				return j
 			}
 		}
 	}
@@ -152,7 +149,7 @@ func (t *jobTable) put(j *job, h uint64) {
 	if 4*(x.used+1) > 3*len(x.e) {
 		t.sweep(j)
 	}
-	for !x.insert(h, j.slot, t.gen[j.slot]) {
+	for !x.insert(h, j.slot, j.gen) {
 		t.rebuild(2*len(x.e), j)
 	}
 	x.live++
@@ -281,56 +278,51 @@ func (x *jobIndex) deleteAt(i uint64) {
 	x.used--
 }
 
-// runIndex finds a running job by the identity of its id string: the
+// runHints finds a running job by the identity of its id string: the
 // address and length of its bytes. A driver that reports a completion with
 // the JobID of the Assignment it was given passes that very string, so the
-// lookup hashes two words instead of the id's bytes and reads no cold
-// memory. Equal strings at other addresses are found through jobTable.get.
-type runIndex struct {
-	m slotMap
+// lookup hashes one word instead of the id's bytes and reads no cold
+// memory. A hint is written when a job starts and never erased: a lookup
+// checks that the slot it names holds a running job whose id is this very
+// string (equal address and length mean equal bytes, and live jobs have
+// distinct ids), and anything else — an equal string from elsewhere, a
+// hint overwritten by another start — goes through jobTable.get.
+type runHints struct {
+	slot []uint32 // power-of-two length
+	bits uint
 }
 
-func newRunIndex() runIndex {
-	r := runIndex{}
-	r.m.init(minIndexSlots)
-	return r
+// minHints is the smallest hint table; it grows to 16 entries per running
+// job, so that few hints are overwritten while their job runs.
+const minHints = 64
+
+func newRunHints() runHints { return runHints{slot: make([]uint32, minHints), bits: 6} }
+
+func (r *runHints) at(id string) *uint32 {
+	p := uint64(uintptr(unsafe.Pointer(unsafe.StringData(id)))) ^ uint64(len(id))
+	return &r.slot[(p*0x9e3779b97f4a7c15)>>(64-r.bits)]
 }
 
-// identity hashes the address and length of a string's bytes.
-func identity(id string) uint64 {
-	x := uint64(uintptr(unsafe.Pointer(unsafe.StringData(id)))) ^ uint64(len(id))<<48
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	return x ^ x>>33
-}
-
-// get returns the slot of the running job whose id is this very string.
-func (r *runIndex) get(t *jobTable, id string) (uint32, bool) {
-	h := identity(id)
-	m := &r.m
-	tag := h >> tagShift
-	for i := h & m.mask; ; i = (i + 1) & m.mask {
-		e := m.e[i]
-		if e == 0 {
-			return 0, false
-		}
-		if (e>>32)&tagMask == tag {
-			slot := uint32(e) - 1
-			if jid := t.at(slot).id; len(jid) == len(id) && unsafe.StringData(jid) == unsafe.StringData(id) {
-				return slot, true
-			}
-		}
+// get returns the running job whose id is this very string, or nil.
+func (r *runHints) get(t *jobTable, id string) *job {
+	slot := *r.at(id)
+	if slot >= t.used {
+		return nil
 	}
+	j := t.at(slot)
+	if j.state != stateRunning || len(j.id) != len(id) || unsafe.StringData(j.id) != unsafe.StringData(id) {
+		return nil
+	}
+	return j
 }
 
-func (r *runIndex) add(t *jobTable, j *job) {
-	r.m.add(identity(j.id), j.slot, func(s uint32) uint64 { return identity(t.at(s).id) })
-}
-
-func (r *runIndex) remove(t *jobTable, j *job) {
-	r.m.delete(identity(j.id), j.slot, func(s uint32) uint64 { return identity(t.at(s).id) })
+// add notes a job that starts; running counts the running jobs.
+func (r *runHints) add(j *job, running int) {
+	if 16*running > len(r.slot) {
+		r.slot = make([]uint32, 2*len(r.slot)) // old hints are lost: lookups fall back
+		r.bits++
+	}
+	*r.at(j.id) = j.slot
 }
 
 // slotMap maps 64-bit hashes to 32-bit numbers (job slots, bucket

@@ -64,7 +64,7 @@ func (c *checker) jobs() {
 }
 
 // table checks the job table: every slot is free or holds a job the index
-// finds, and the running jobs are exactly those of runs and runIDs.
+// finds, and the running jobs are exactly those of runs.
 func (c *checker) table() {
 	s := c.s
 	t := &s.jobs
@@ -79,10 +79,10 @@ func (c *checker) table() {
 	for slot := range t.used {
 		j := t.at(slot)
 		switch {
-		case j.slot != slot:
-			c.fail("slot %d holds a record of slot %d", slot, j.slot)
+		case j.slot != slot || j.gen != t.gen[slot]:
+			c.fail("slot %d holds a record of slot %d, generation %d of %d", slot, j.slot, j.gen, t.gen[slot])
 		case free[slot]:
-			if *j != (job{slot: slot}) {
+			if *j != (job{slot: slot, gen: j.gen}) {
 				c.fail("free slot %d holds job %q", slot, j.id)
 			}
 		case t.get(j.id) != j:
@@ -91,17 +91,14 @@ func (c *checker) table() {
 			live++
 			if j.state == stateRunning {
 				running++
-				if got, ok := s.runIDs.get(t, j.id); !ok || got != slot {
-					c.fail("running job %q is not in the running index", j.id)
-				}
 			}
 		}
 	}
 	if live != t.len() || live+len(t.free) != int(t.used) {
 		c.fail("job table: %d live, %d free, %d used, index holds %d", live, len(t.free), t.used, t.len())
 	}
-	if running != s.runIDs.m.n || running != len(s.runs)-len(s.runFree) {
-		c.fail("%d running jobs, running index %d, runs %d", running, s.runIDs.m.n, len(s.runs)-len(s.runFree))
+	if running != len(s.runs)-len(s.runFree) {
+		c.fail("%d running jobs, runs %d", running, len(s.runs)-len(s.runFree))
 	}
 }
 
@@ -221,13 +218,16 @@ func (c *checker) gates() {
 		}
 	}
 	check := func(g *gate) {
-		if holders[g] != g.running {
+		if gc := s.gcs.at(g.num); gc != g.gateCounts || gc.g != g || gc.mode != (g.kind == gateMode) {
+			c.fail("gate %s: counters misfiled", g.label())
+		}
+		if holders[g] != int(g.running) {
 			c.fail("gate %s: counter %d, recount %d", g.label(), g.running, holders[g])
 		}
 		if g.closed != g.shouldClose() {
 			c.fail("gate %s: closed=%v but rule says %v", g.label(), g.closed, g.shouldClose())
 		}
-		if g.kind != gateMode && g.running > g.limit {
+		if g.kind != gateMode && int(g.running) > g.limit {
 			holds := func(j *job) bool { return slicesContains(j.bucket.gates, g) }
 			if g.kind == gateGroup || c.startedSince(g.lowered, holds) {
 				c.fail("gate %s: %d running, limit %d", g.label(), g.running, g.limit)
@@ -245,6 +245,9 @@ func (c *checker) gates() {
 	}
 	check(s.reads)
 	check(s.writes)
+	if n := int(s.gcs.used) - len(s.gcs.free); n != len(s.keyGates)+len(s.groups)+2 {
+		c.fail("%d gate counters in use for %d gates", n, len(s.keyGates)+len(s.groups)+2)
+	}
 	if s.reads.running > 0 && s.writes.running > 0 {
 		c.fail("%d reads and %d writes run together", s.reads.running, s.writes.running)
 	}
@@ -323,7 +326,7 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	if closed != b.closed {
 		c.fail("bucket %q: closed %d, recount %d", b.sig, b.closed, closed)
 	}
-	if len(b.gates) > 0 && b.gate0 != b.gates[0].g || len(b.gates) == 0 && b.gate0 != nil {
+	if len(b.gates) > 0 && b.gate0 != b.gates[0].g.num+1 || len(b.gates) == 0 && b.gate0 != 0 || (b.flags&manyGates != 0) != (len(b.gates) > 1) {
 		c.fail("bucket %q: first gate not cached", b.sig)
 	}
 	switch b.queue.spec.Order {
@@ -336,10 +339,16 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	}
 	if b.visible() != (b.pos >= 0) {
 		c.fail("bucket %q tier %d: in ready index %v, should be %v", b.sig, b.tier, b.pos >= 0, b.visible())
-	} else if b.pos >= 0 {
-		h := b.queue.ready[b.tier]
-		e := h.items[b.pos]
-		if e.b != b.num || h.ordered && (e.key != b.headKey || e.first != b.head) {
+	} else if q := b.queue; b.pos >= 0 {
+		var stale bool
+		if q.spec.Order == OrderFIFO {
+			t := &q.tree[b.tier]
+			e := t.w[t.k+int(b.pos)]
+			stale = e.b != b.num || e.key != b.headKey || e.first != b.head
+		} else {
+			stale = q.sets[b.tier][b.pos] != b.num
+		}
+		if stale {
 			c.fail("bucket %q tier %d: ready index entry is stale", b.sig, b.tier)
 		}
 	}
@@ -373,7 +382,7 @@ func (c *checker) liveGates(live map[*gate]int) {
 	s := c.s
 	for _, gs := range []map[string]*gate{s.keyGates, s.groups} {
 		for _, g := range gs {
-			if g.live != live[g] {
+			if int(g.live) != live[g] {
 				c.fail("gate %s: %d live buckets, recount %d", g.label(), g.live, live[g])
 			}
 		}
@@ -440,25 +449,42 @@ func (c *checker) queues() {
 		if q.strictOrder() && len(q.strict) != q.queued {
 			c.fail("strict queue %q: heap %d, queued %d", name, len(q.strict), q.queued)
 		}
-		for t := range q.ready {
-			c.readyIndex(name, q, t)
-		}
+		c.readyIndex(name, q)
 	}
 }
 
-// readyIndex checks one tier's ready index: every entry's bucket points
-// back at it, belongs to the queue, and (FIFO) the heap order holds.
-func (c *checker) readyIndex(name string, q *queue, t int) {
-	h := &q.ready[t]
-	if q.strictOrder() && h.len() > 0 {
-		c.fail("strict queue %q has a ready index", name)
+// readyIndex checks a queue's ready index: only its order's kind, every
+// entry's bucket points back at it and is visible (bucket checks the
+// converse), and each tree node holds the smaller of its children.
+func (c *checker) readyIndex(name string, q *queue) {
+	if len(q.tree) > 0 != (q.spec.Order == OrderFIFO) || len(q.sets) > 0 != (q.spec.Order == OrderRandom) {
+		c.fail("queue %q: ready index of another order", name)
 	}
-	for i, e := range h.items {
-		if b := c.s.bkts.at(e.b); b.queue != q || int(b.tier) != t || int(b.pos) != i {
-			c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
+	for t, set := range q.sets {
+		for i, n := range set {
+			if b := c.s.bkts.at(n); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
+				c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
+			}
 		}
-		if p := parent(i); h.ordered && i > 0 && h.items[p].key > e.key {
-			c.fail("queue %q tier %d: heap order broken at %d", name, t, i)
+	}
+	for tier := range q.tree {
+		t := &q.tree[tier]
+		free := map[int32]bool{}
+		for _, l := range t.free {
+			free[l] = true
+		}
+		for l := range t.k {
+			e := t.w[t.k+l]
+			if free[int32(l)] != (e.key == noKey) {
+				c.fail("queue %q tier %d: leaf %d free %v, key %d", name, tier, l, free[int32(l)], e.key)
+			} else if b := c.s.bkts.at(e.b); e.key != noKey && (b.queue != q || int(b.tier) != tier || int(b.pos) != l || !b.visible()) {
+				c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
+			}
+		}
+		for i := 1; i < t.k; i++ {
+			if l, r := t.w[2*i].key, t.w[2*i+1].key; t.w[i].key != min(l, r) {
+				c.fail("queue %q tier %d: tree node %d holds %d, children %d and %d", name, tier, i, t.w[i].key, l, r)
+			}
 		}
 	}
 }
@@ -494,8 +520,13 @@ func (s *Scheduler) Idle() error {
 		if q.queued+q.waiting+q.delayed+q.running != 0 {
 			errs = append(errs, fmt.Errorf("queue %q counts jobs", name))
 		}
-		for t := range q.ready {
-			if q.ready[t].len() != 0 {
+		for t := range q.tree {
+			if q.tree[t].len() != 0 {
+				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
+			}
+		}
+		for t := range q.sets {
+			if len(q.sets[t]) != 0 {
 				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
 			}
 		}

@@ -49,6 +49,7 @@ type job struct {
 	tier    int8 // fixed tier, or 0 (queued as fast) for default tasks
 	state   jobState
 	flags   uint8
+	gen     uint8 // the slot's generation (see jobTable)
 }
 
 // noSlot marks the end of a FIFO list.
@@ -130,7 +131,7 @@ func (s *Scheduler) checkFields(sp *JobSpec, known func(string) bool) error {
 			return fmt.Errorf("%w: job %q: key %q is empty or holds a NUL byte", ErrInvalidJob, sp.ID, k)
 		}
 	}
-	if strings.IndexByte(sp.Group, 0) >= 0 {
+	if sp.Group != "" && strings.IndexByte(sp.Group, 0) >= 0 {
 		return fmt.Errorf("%w: job %q: group holds a NUL byte", ErrInvalidJob, sp.ID)
 	}
 	if err := validateRetry(sp.Retry); err != nil {

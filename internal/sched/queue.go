@@ -7,13 +7,14 @@ import (
 )
 
 // queue holds a queue's ready jobs. FIFO and random queues keep, per tier, the
-// buckets whose gates are open (ordered by each bucket's first job for
-// FIFO); a strict queue keeps one heap of all its ready jobs, since only its
-// head may start.
+// buckets whose gates are open: in a tournament tree by each bucket's first
+// job (FIFO), or as a set (random); a strict queue keeps one heap of all its
+// ready jobs, since only its head may start.
 type queue struct {
 	spec    QueueSpec
-	num     uint32 // tells queues apart in bucket identities
-	ready   []bucketHeap
+	num     uint32       // tells queues apart in bucket identities
+	tree    []winnerTree // FIFO: per tier
+	sets    []bucketSet  // random: per tier
 	strict  jobHeap
 	buckets []*bucket // every bucket of the queue, idle ones included
 
@@ -53,6 +54,7 @@ func (s *Scheduler) DefineQueue(spec QueueSpec) error {
 		q = &queue{spec: spec, num: s.queueSeq}
 		q.resetReady(len(s.tiers))
 		s.queues[spec.Name] = q
+		s.queueNames.clear()
 	} else {
 		reorder := q.spec.Order != spec.Order
 		q.spec = spec
@@ -95,8 +97,21 @@ func (s *Scheduler) RemoveQueue(name string) error {
 		}
 	}
 	delete(s.queues, name)
+	s.queueNames.clear()
 	s.sortQueues()
 	return nil
+}
+
+// queue returns the queue with this name, or nil.
+func (s *Scheduler) queue(name string) *queue {
+	if q := s.queueNames.get(name); q != nil {
+		return q
+	}
+	q := s.queues[name]
+	if q != nil {
+		s.queueNames.put(name, q)
+	}
+	return q
 }
 
 func (s *Scheduler) sortQueues() {
@@ -122,32 +137,14 @@ func (s *Scheduler) sortQueues() {
 	}
 }
 
-// queueOrder lists active queues by priority, shuffling each run of equal
-// priorities so that ties are broken at random (rand.Shuffle's draws,
-// without its indirect calls).
-func (s *Scheduler) queueOrder() []*queue {
-	out := append(s.scratch[:0], s.active...)
-	for r, start := range s.ties {
-		end := len(out)
-		if r+1 < len(s.ties) {
-			end = int(s.ties[r+1])
-		}
-		run := out[start:end]
-		for i := len(run) - 1; i > 0; i-- {
-			j := s.rng.IntN(i + 1)
-			run[i], run[j] = run[j], run[i]
-		}
-	}
-	s.scratch = out
-	return out
-}
-
 func (q *queue) resetReady(tiers int) {
-	q.ready = make([]bucketHeap, tiers)
-	for t := range q.ready {
-		q.ready[t] = bucketHeap{ordered: q.spec.Order == OrderFIFO}
+	q.tree, q.sets, q.strict = nil, nil, nil
+	switch q.spec.Order {
+	case OrderFIFO:
+		q.tree = make([]winnerTree, tiers)
+	case OrderRandom:
+		q.sets = make([]bucketSet, tiers)
 	}
-	q.strict = nil
 }
 
 // refile moves a queue's jobs into the structures of its new order: ready
@@ -195,18 +192,13 @@ func (s *Scheduler) enqueue(j *job) {
 	case OrderRandom:
 		b.set.add(j)
 		if b.closed == 0 && b.pos < 0 {
-			q.ready[b.tier].push(&s.bkts, 0, b, 0)
+			q.sets[b.tier].add(b)
 		}
 		return
 	}
 	s.listPush(b, j)
-	if b.closed > 0 {
-		return
-	}
-	if b.pos < 0 {
-		q.ready[b.tier].push(&s.bkts, b.headKey, b, b.head)
-	} else if b.head == j.slot {
-		q.ready[b.tier].rekey(&s.bkts, int(b.pos), j.key, j.slot)
+	if b.closed == 0 && b.pos < 0 {
+		q.tree[b.tier].add(b, b.headKey, b.head)
 	}
 }
 
@@ -223,7 +215,7 @@ func (s *Scheduler) dequeue(j *job) {
 	case OrderRandom:
 		b.set.swapRemove(&s.jobs, int(j.pos))
 		if b.pos >= 0 && b.queued == 0 {
-			q.ready[b.tier].remove(&s.bkts, int(b.pos))
+			q.sets[b.tier].remove(&s.bkts, b)
 		}
 		return
 	}
@@ -233,23 +225,33 @@ func (s *Scheduler) dequeue(j *job) {
 		return
 	}
 	if b.queued == 0 {
-		q.ready[b.tier].remove(&s.bkts, int(b.pos))
+		q.tree[b.tier].remove(b)
 	} else if wasFirst {
-		q.ready[b.tier].rekey(&s.bkts, int(b.pos), b.headKey, b.head)
+		q.tree[b.tier].update(b, b.headKey, b.head)
 	}
 }
 
 // hide takes a bucket whose gate closed out of the ready index.
 func (s *Scheduler) hide(b *bucket) {
-	if b.pos >= 0 {
-		b.queue.ready[b.tier].remove(&s.bkts, int(b.pos))
+	if b.pos < 0 {
+		return
+	}
+	if q := b.queue; q.spec.Order == OrderFIFO {
+		q.tree[b.tier].remove(b)
+	} else {
+		q.sets[b.tier].remove(&s.bkts, b)
 	}
 }
 
 // show puts a bucket whose gates all opened back into the ready index.
 func (s *Scheduler) show(b *bucket) {
-	if b.visible() {
-		b.queue.ready[b.tier].push(&s.bkts, b.headKey, b, b.head)
+	if !b.visible() {
+		return
+	}
+	if q := b.queue; q.spec.Order == OrderFIFO {
+		q.tree[b.tier].add(b, b.headKey, b.head)
+	} else {
+		q.sets[b.tier].add(b)
 	}
 }
 
@@ -270,13 +272,13 @@ func (s *Scheduler) head(q *queue, below int) *job {
 	case OrderRandom:
 		return s.randomHead(q, below)
 	}
-	var best *bucketEntry
+	best := treeEntry{key: noKey}
 	for t := 0; t < below; t++ {
-		if h := &q.ready[t]; len(h.items) > 0 && (best == nil || h.items[0].key < best.key) {
-			best = &h.items[0]
+		if e, ok := q.tree[t].top(); ok && e.key < best.key {
+			best = e
 		}
 	}
-	if best == nil {
+	if best.key == noKey {
 		return nil
 	}
 	return s.jobs.at(best.first)
@@ -287,18 +289,18 @@ func (s *Scheduler) head(q *queue, below int) *job {
 func (s *Scheduler) randomHead(q *queue, below int) *job {
 	total := 0
 	for t := 0; t < below; t++ {
-		total += q.ready[t].len()
+		total += len(q.sets[t])
 	}
 	if total == 0 {
 		return nil
 	}
 	r := s.rng.IntN(total)
 	for t := 0; t < below; t++ {
-		if n := q.ready[t].len(); r >= n {
+		if n := len(q.sets[t]); r >= n {
 			r -= n
 			continue
 		}
-		set := s.bkts.at(q.ready[t].items[r].b).set
+		set := s.bkts.at(q.sets[t][r]).set
 		return s.jobs.at(set[s.rng.IntN(len(set))])
 	}
 	return nil
