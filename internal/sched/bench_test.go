@@ -143,6 +143,16 @@ func (cb *cycleBench) completeOldest(b *testing.B) {
 	}
 }
 
+// op is one op of BenchmarkCycle. It is not inlined, so that a profiler can
+// count inside it alone (docs/benchmarks.md: callgrind --toggle-collect).
+//
+//go:noinline
+func (cb *cycleBench) op(b *testing.B) {
+	cb.submit(b)
+	cb.pull(b)
+	cb.completeOldest(b)
+}
+
 func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.GC()
@@ -163,9 +173,7 @@ func benchCycle(b *testing.B, queued int) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		cb.submit(b)
-		cb.pull(b)
-		cb.completeOldest(b)
+		cb.op(b)
 	}
 	b.ReportMetric(perJob, "B/queued")
 	runtime.KeepAlive(cb)

@@ -20,7 +20,7 @@ import (
 // with a million queued jobs a submission costs one cache line of the
 // index (the duplicate check, then the insertion into the same line) and a
 // completion none: Complete finds a running job by the identity of its id
-// string (runIndex).
+// string (runHints).
 type jobTable struct {
 	chunks [][]job
 	used   uint32   // slots handed out at least once
@@ -155,7 +155,8 @@ func (t *jobTable) put(j *job, h uint64) {
 	x.live++
 }
 
-// remove takes a job out of the index; release then makes its entry stale.
+// remove takes a job out of the index: it no longer counts as live, and
+// release, which frees its slot, makes its entry stale.
 func (t *jobTable) remove(*job) { t.index.live-- }
 
 // sweep clears the stale entries of the index, then resizes it so that the
@@ -325,9 +326,9 @@ func (r *runHints) add(j *job, running int) {
 	*r.at(j.id) = j.slot
 }
 
-// slotMap maps 64-bit hashes to 32-bit numbers (job slots, bucket
-// numbers): open addressing with linear probing and backward-shift
-// deletion, so that no tombstone slows later probes. An entry packs the
+// slotMap maps 64-bit hashes to 32-bit numbers (bucket numbers): open
+// addressing with linear probing and backward-shift deletion, so that no
+// tombstone slows later probes. An entry packs the
 // number+1 (0 marks an empty entry) in its low 32 bits, 24 further bits of
 // the hash as a tag that rules out almost every wrong candidate without
 // reading what the number names, and its distance from its home position
