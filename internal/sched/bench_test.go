@@ -26,11 +26,57 @@ type cycleBench struct {
 	s       *Scheduler
 	rng     *rand.Rand
 	next    int
+	ids     idBatch
 	buf     []Assignment // reused by every pull
 	running []Assignment // ring of running attempts, oldest at head
 	head    int
-	keys    []string
+	keys    [][]string // each key as a JobSpec.Keys (the core keeps no slice)
 	queues  []string
+}
+
+// idBatch makes fresh job ids "j1", "j2", … cut from one string per 1,024
+// ids, counting in decimal digits, so that making an id costs the
+// benchmark little and no allocation of its own.
+type idBatch struct {
+	ids  []string
+	buf  []byte
+	last []byte // the last id made, digits only
+	i    int
+}
+
+func (x *idBatch) next() string {
+	if x.i == len(x.ids) {
+		x.refill()
+	}
+	x.i++
+	return x.ids[x.i-1]
+}
+
+func (x *idBatch) refill() {
+	b := x.buf[:0]
+	var ends [1024]int
+	for k := range ends {
+		d := x.last
+		i := len(d) - 1
+		for ; i >= 0 && d[i] == '9'; i-- {
+			d[i] = '0'
+		}
+		if i < 0 {
+			d = append([]byte{'1'}, d...)
+		} else {
+			d[i]++
+		}
+		x.last = d
+		b = append(append(b, 'j'), d...)
+		ends[k] = len(b)
+	}
+	all, start := string(b), 0
+	x.ids = x.ids[:0]
+	for _, end := range ends {
+		x.ids = append(x.ids, all[start:end])
+		start = end
+	}
+	x.buf, x.i = b, 0
 }
 
 func newCycleBench(b *testing.B) *cycleBench {
@@ -56,7 +102,7 @@ func newCycleBench(b *testing.B) *cycleBench {
 		b.Fatal(err)
 	}
 	for i := range benchKeys {
-		cb.keys = append(cb.keys, "net:10."+strconv.Itoa(i/256)+"."+strconv.Itoa(i%256)+".0/24")
+		cb.keys = append(cb.keys, []string{"net:10." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ".0/24"})
 	}
 	if err := s.AddWorker(WorkerSpec{ID: "agent", Slots: 64}); err != nil {
 		b.Fatal(err)
@@ -67,9 +113,9 @@ func newCycleBench(b *testing.B) *cycleBench {
 func (cb *cycleBench) submit(b *testing.B) {
 	cb.next++
 	err := cb.s.Submit(JobSpec{
-		ID:    "j" + strconv.Itoa(cb.next),
+		ID:    cb.ids.next(),
 		Queue: cb.queues[cb.next%len(cb.queues)],
-		Keys:  []string{cb.keys[cb.rng.IntN(len(cb.keys))]},
+		Keys:  cb.keys[cb.rng.IntN(len(cb.keys))],
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -97,6 +143,16 @@ func (cb *cycleBench) completeOldest(b *testing.B) {
 	}
 }
 
+// op is one op of BenchmarkCycle. It is not inlined, so that a profiler can
+// count inside it alone (docs/benchmarks.md: callgrind --toggle-collect).
+//
+//go:noinline
+func (cb *cycleBench) op(b *testing.B) {
+	cb.submit(b)
+	cb.pull(b)
+	cb.completeOldest(b)
+}
+
 func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.GC()
@@ -117,9 +173,7 @@ func benchCycle(b *testing.B, queued int) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		cb.submit(b)
-		cb.pull(b)
-		cb.completeOldest(b)
+		cb.op(b)
 	}
 	b.ReportMetric(perJob, "B/queued")
 	runtime.KeepAlive(cb)

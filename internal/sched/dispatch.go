@@ -14,35 +14,68 @@ import (
 // Tiers ignored in one queue stay ignored for the rest of the cycle.
 func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
 	below := len(s.tiers)
-	queues := s.scratch[:0]
 	if only != nil {
-		if !only.spec.Paused {
-			queues = append(queues, only)
-		}
-	} else {
-		queues = s.queueOrder()
-	}
-	for _, q := range queues {
-		if !p.serves(q) {
-			continue
-		}
-		h := s.tierSteps(q, &below, s.head(q, below))
-		if h == nil {
-			continue
-		}
-		if pull != nil {
-			return h, pull
-		}
-		if len(p.free) == 0 {
-			s.downgradeAll()
-			s.haltForQueue(p)
-		}
-		if len(p.free) == 0 {
+		if only.spec.Paused {
 			return nil, nil
 		}
-		return h, p.free[0]
+		j, w, _ := s.visit(p, pull, only, &below)
+		return j, w
+	}
+	// Ties are broken by drawing the queues of a run of equal priorities
+	// one by one, a Fisher-Yates shuffle done as far as the cycle goes, so
+	// that a cycle that stops in the first run draws nothing for the
+	// others. (A draw d among r queues takes the (r-1-d)th remaining, so
+	// that two tied queues come in the order rand.Shuffle gave them.)
+	for r, start := range s.ties {
+		end := int32(len(s.active))
+		if r+1 < len(s.ties) {
+			end = s.ties[r+1]
+		}
+		if end-start == 1 {
+			if j, w, done := s.visit(p, pull, s.active[start], &below); done {
+				return j, w
+			}
+			continue
+		}
+		order := s.order[:0]
+		for i := start; i < end; i++ {
+			order = append(order, i)
+		}
+		s.order = order
+		for k := range order {
+			if rest := len(order) - k; rest > 1 {
+				i := k + rest - 1 - s.rng.IntN(rest)
+				order[k], order[i] = order[i], order[k]
+			}
+			if j, w, done := s.visit(p, pull, s.active[order[k]], &below); done {
+				return j, w
+			}
+		}
 	}
 	return nil, nil
+}
+
+// visit runs the cycle's steps for queue q: done says the cycle is over,
+// with the job to start and its worker, or none.
+func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *worker, bool) {
+	if !p.serves(q) {
+		return nil, nil, false
+	}
+	h := s.tierSteps(q, below, s.head(q, *below))
+	if h == nil {
+		return nil, nil, false
+	}
+	if pull != nil {
+		return h, pull, true
+	}
+	if len(p.free) == 0 {
+		s.downgradeAll()
+		s.haltForQueue(p)
+	}
+	if len(p.free) == 0 {
+		return nil, nil, true
+	}
+	return h, p.free[0], true
 }
 
 // Dispatch runs the queue cycle until it is over and returns the jobs it
@@ -92,7 +125,7 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 		if j == nil {
 			break
 		}
-		from = j.queue
+		from = j.queue()
 		s.dequeue(j)
 		dst = append(dst, s.start(j, w))
 		if b := from.spec.Batch; b > 0 && got+1 >= b {
@@ -109,10 +142,10 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 	if j.isDefault() {
 		tier = s.largestTier()
 	}
-	r := s.newRun()
 	s.startSeq++
-	*r = runInfo{worker: w, started: s.nowNS(), startSeq: s.startSeq, tier: int8(tier)}
-	j.run, j.state = r, stateRunning
+	j.pos = s.newRun(runInfo{worker: w, started: s.nowNS(), startSeq: s.startSeq, job: j.slot,
+		tier: int8(tier), wpos: int32(len(w.jobs))})
+	j.state = stateRunning
 	j.attempt++
 	s.running[tier]++
 	if j.isDefault() {
@@ -120,15 +153,16 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 	} else if j.isInteractive() {
 		s.addToSet(&s.interactive, j)
 	}
+	s.runHints.add(j, len(s.runs)-len(s.runFree))
 	s.hold(j.bucket)
-	r.wpos = int32(len(w.jobs))
 	w.jobs = append(w.jobs, j)
 	if w.free() <= 0 {
 		w.pool.dropFree(w)
 	}
-	j.queue.running++
+	q := j.queue()
+	q.running++
 	s.stats.Started++
-	a := Assignment{JobID: j.id, Queue: j.queue.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
+	a := Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
 		Tier: tier, Duration: s.tiers[tier].Duration, Default: j.isDefault(), Interactive: j.isInteractive()}
 	if a.Interactive {
 		a.Duration = 0
@@ -136,10 +170,14 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 	return a
 }
 
+// run returns the running attempt of a running job. The pointer is valid
+// until the next start.
+func (s *Scheduler) run(j *job) *runInfo { return &s.runs[j.pos] }
+
 // release ends a job's running attempt: its tier slot, gates and worker slot
 // are free again.
 func (s *Scheduler) release(j *job) {
-	r := j.run
+	r := s.run(j)
 	s.running[r.tier]--
 	if j.isDefault() {
 		s.removeFromSet(&s.defaults[r.tier], j)
@@ -151,35 +189,52 @@ func (s *Scheduler) release(j *job) {
 	last := len(w.jobs) - 1
 	if int(r.wpos) != last {
 		w.jobs[r.wpos] = w.jobs[last]
-		w.jobs[r.wpos].run.wpos = r.wpos
+		s.run(w.jobs[r.wpos]).wpos = r.wpos
 	}
 	w.jobs[last] = nil
 	w.jobs = w.jobs[:last]
 	w.pool.addFree(w)
-	j.queue.running--
-	j.run = nil
-	s.runFree = append(s.runFree, r)
+	j.queue().running--
+	*r = runInfo{}
+	s.runFree = append(s.runFree, j.pos)
+	j.pos = -1
 }
 
-func (s *Scheduler) newRun() *runInfo {
+// newRun stores a running attempt and returns its index in s.runs.
+func (s *Scheduler) newRun(r runInfo) int32 {
 	if n := len(s.runFree); n > 0 {
-		r := s.runFree[n-1]
+		i := s.runFree[n-1]
 		s.runFree = s.runFree[:n-1]
-		return r
+		s.runs[i] = r
+		return i
 	}
-	return new(runInfo)
+	s.runs = append(s.runs, r)
+	return int32(len(s.runs) - 1)
+}
+
+// running returns the running job whose id is id, or nil. A driver that
+// passes back the JobID of its Assignment is answered from the running
+// jobs alone (runHints); any other string goes through the id index.
+func (s *Scheduler) runningJob(id string) *job {
+	if j := s.runHints.get(&s.jobs, id); j != nil {
+		return j
+	}
+	if j := s.jobs.get(id); j != nil && j.state == stateRunning {
+		return j
+	}
+	return nil
 }
 
 // Complete reports the end of a job's attempt. A repeated report, a report
 // for an unknown job or for an attempt that is no longer current is
 // acknowledged and ignored. A failed attempt is retried by the job's policy.
 func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
-	j := s.jobs.get(id)
-	if j == nil || j.state != stateRunning || int(j.attempt) != attempt {
+	j := s.runningJob(id)
+	if j == nil || int(j.attempt) != attempt {
 		return Ack{Ignored: true}
 	}
 	if !j.isInteractive() {
-		s.learned.observe(j, time.Duration(s.nowNS()-j.run.started))
+		s.learned.observe(j, time.Duration(s.nowNS()-s.run(j).started))
 	}
 	s.release(j)
 	if outcome == Succeeded {
@@ -211,17 +266,17 @@ func (s *Scheduler) Cancel(id string) error {
 // cancel withdraws j; announce says whether the driver must be told with
 // EventCancelled (it did not ask for this cancellation itself).
 func (s *Scheduler) cancel(j *job, announce bool) {
-	q := j.queue
+	q := j.queue()
 	switch j.state {
 	case stateQueued:
 		s.dequeue(j)
 	case stateWaiting:
 		q.waiting--
 	case stateDelayed:
-		s.delayed.remove(int(j.hidx))
+		s.delayed.remove(&s.jobs, int(j.pos))
 		q.delayed--
 	case stateRunning:
-		w, attempt := j.run.worker, int(j.attempt)
+		w, attempt := s.run(j).worker, int(j.attempt)
 		s.release(j)
 		s.emit(Event{Kind: EventStopped, JobID: j.id, WorkerID: w.id, Attempt: attempt})
 	}

@@ -231,15 +231,18 @@ func (s *Scheduler) queuedInOrder(q *queue, max int) []*job {
 		all = slices.Clone(q.strict)
 	} else {
 		for _, b := range q.buckets {
-			for _, bt := range b.tiers {
-				all = append(all, bt.jobs...)
+			for slot := b.head; slot != noSlot; slot = s.jobs.at(slot).next {
+				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
+			}
+			for _, slot := range b.set {
+				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
 			}
 		}
 	}
 	slices.SortFunc(all, func(a, b jobEntry) int { return cmp.Compare(a.key, b.key) })
 	out := make([]*job, 0, min(len(all), max))
 	for _, e := range all[:min(len(all), max)] {
-		out = append(out, e.j)
+		out = append(out, s.jobs.at(e.slot))
 	}
 	return out
 }
@@ -258,11 +261,12 @@ func (s *Scheduler) runningProfile(now int64) *profile {
 			if j.isInteractive() {
 				continue
 			}
-			c, tier := s.learned.class(j), int(j.run.tier)
+			r := s.run(j)
+			c, tier := s.learned.class(j), int(r.tier)
 			if j.isDefault() {
 				tier = 0
 			}
-			byTier[tier] = c.endSteps(byTier[tier], float64(now-j.run.started), c.limit)
+			byTier[tier] = c.endSteps(byTier[tier], float64(now-r.started), c.limit)
 			jobs[tier]++
 		}
 	}

@@ -10,15 +10,16 @@ import (
 // Gates carry the rules that depend on what runs elsewhere (seed 004's
 // per-key limits, seed 002's groups and read/write exclusion). A gate is
 // closed while one more holder would break its rule. Queued jobs with the
-// same queue, keys, group and mode share a bucket; a bucket is visible to its
-// queue only while all its gates are open, so finding the next job never
-// looks at blocked jobs (seed 004's ready index). Opening or closing a gate
-// touches the buckets that hold it, never the jobs.
+// same queue, keys, group and mode (and tier, and in FIFO queues priority:
+// see bucket.go) share a bucket; a bucket is visible to its queue only while
+// all its gates are open, so finding the next job never looks at blocked
+// jobs (seed 004's ready index). Opening or closing a gate touches the
+// buckets that hold it, never the jobs.
 
 const unlimited = math.MaxInt
 
-// maxIdleBuckets bounds the empty buckets kept for reuse (about 200 bytes
-// each) when there are fewer live ones.
+// maxIdleBuckets bounds the empty buckets kept for reuse (128 bytes each)
+// when there are fewer live ones.
 const maxIdleBuckets = 1 << 16
 
 type gateKind uint8
@@ -29,16 +30,71 @@ const (
 	gateMode
 )
 
+// gate is a key, group or mode. Its counters, which every start and end
+// reads, sit in a gateCounts record of a dense table (32 bytes a gate, so
+// that ten thousand keys take 320 KiB); the rest is read only when a gate
+// opens or closes.
 type gate struct {
+	*gateCounts
 	name     string
 	kind     gateKind
-	limit    int // running holders allowed (keys and groups)
-	running  int // running holders
-	closed   bool
 	buckets  []*bucket
-	live     int    // buckets with live jobs that hold the gate
 	opposite *gate  // mode gates: the other mode
 	lowered  uint64 // startSeq when the limit last fell below running
+}
+
+type gateCounts struct {
+	running int32 // running holders
+	live    int32 // buckets with live jobs that hold the gate
+	limit   int   // running holders allowed (keys and groups)
+	closed  bool
+	mode    bool   // a mode gate
+	num     uint32 // the record's number in gateTable
+	g       *gate
+}
+
+// gateTable holds the counters of every gate in chunks (a *gateCounts stays
+// valid while it grows).
+type gateTable struct {
+	chunks [][]gateCounts
+	used   uint32
+	free   []uint32
+}
+
+const gateChunkBits = 10
+
+func (t *gateTable) at(n uint32) *gateCounts {
+	return &t.chunks[n>>gateChunkBits][n&(1<<gateChunkBits-1)]
+}
+
+func (t *gateTable) add(g *gate) {
+	var n uint32
+	if k := len(t.free); k > 0 {
+		n = t.free[k-1]
+		t.free = t.free[:k-1]
+	} else {
+		n = t.used
+		t.used++
+		if int(n>>gateChunkBits) == len(t.chunks) {
+			t.chunks = append(t.chunks, make([]gateCounts, 1<<gateChunkBits))
+		}
+	}
+	c := t.at(n)
+	*c = gateCounts{num: n, g: g, mode: g.kind == gateMode, limit: unlimited}
+	g.gateCounts = c
+}
+
+func (t *gateTable) drop(g *gate) {
+	n := g.num
+	*g.gateCounts = gateCounts{num: n}
+	t.free = append(t.free, n)
+}
+
+func (s *Scheduler) newGate(name string, kind gateKind, limit int) *gate {
+	g := &gate{name: name, kind: kind}
+	s.gcs.add(g)
+	g.limit = limit
+	return g
 }
 
 // shouldClose says whether one more holder would break the gate's rule.
@@ -46,190 +102,14 @@ func (g *gate) shouldClose() bool {
 	if g.kind == gateMode {
 		return g.opposite.running > 0
 	}
-	return g.running >= g.limit
-}
-
-// bucket groups a queue's jobs that pass the same gates. The fields the
-// hot path touches come first, so that they share a cache line.
-type bucket struct {
-	refs   int32        // live jobs (any state) with this signature
-	queued int32        // of them, ready in the queue
-	closed int32        // closed gates
-	idle   bool         // refs fell to 0; the bucket awaits the next sweep
-	listed bool         // in Scheduler.idleList (at most once)
-	tiers  []bucketTier // nil in strict queues; else inline[:n] up to inlineTiers
-	inline [inlineTiers]bucketTier
-	queue  *queue
-	sig    string
-	gates  []*gate
-	gpos   []int32 // index of this bucket in gates[i].buckets
-}
-
-// bucketTier is a bucket's queued jobs of one tier (FIFO and random queues
-// only) and the bucket's index in its queue's ready index for that tier.
-type bucketTier struct {
-	jobs jobHeap
-	pos  int32 // index in queue.ready[tier]; -1 when not there
-}
-
-// inlineTiers is how many tiers a bucket keeps in its own allocation (seed
-// 000's three), so that the hot path touches one object, not two.
-const inlineTiers = 3
-
-// resetTiers gives the bucket n empty tiers (none for strict queues).
-func (b *bucket) resetTiers(n int, strict bool) {
-	b.inline = [inlineTiers]bucketTier{}
-	switch {
-	case strict:
-		b.tiers = nil
-		return
-	case n <= inlineTiers:
-		b.tiers = b.inline[:n]
-	default:
-		b.tiers = make([]bucketTier, n)
-	}
-	for t := range b.tiers {
-		b.tiers[t].pos = -1
-	}
-}
-
-// signature names a set of gates: a lone key is its own name; anything else
-// is a NUL-separated list that keys (which hold no NUL) cannot forge.
-func signature(keys []string, group string, mode Mode) string {
-	if len(keys) == 1 && group == "" && mode == ModeNone {
-		return keys[0]
-	}
-	if len(keys) == 0 && group == "" && mode == ModeNone {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteByte(0)
-	b.WriteByte(byte('0' + mode))
-	b.WriteString(group)
-	for _, k := range keys {
-		b.WriteByte(0)
-		b.WriteString(k)
-	}
-	return b.String()
-}
-
-func (s *Scheduler) bucketFor(q *queue, keys []string, group string, mode Mode) *bucket {
-	keys = dedupe(keys)
-	sig := signature(keys, group, mode)
-	if b, ok := q.buckets[sig]; ok {
-		return b
-	}
-	b := &bucket{queue: q, sig: sig}
-	b.resetTiers(len(s.tiers), q.strictOrder())
-	for _, k := range keys {
-		s.attach(b, s.keyGate(k))
-	}
-	if group != "" {
-		s.attach(b, s.groupGate(group))
-	}
-	switch mode {
-	case ModeRead:
-		s.attach(b, s.reads)
-	case ModeWrite:
-		s.attach(b, s.writes)
-	}
-	q.buckets[sig] = b
-	s.nbuckets++
-	return b
-}
-
-func (s *Scheduler) attach(b *bucket, g *gate) {
-	b.gates = append(b.gates, g)
-	b.gpos = append(b.gpos, int32(len(g.buckets)))
-	g.buckets = append(g.buckets, b)
-	if g.closed {
-		b.closed++
-	}
-}
-
-// refBucket counts a new live job of the bucket.
-func (s *Scheduler) refBucket(b *bucket) {
-	if b.idle {
-		b.idle = false
-		s.idleBuckets--
-	}
-	if b.refs == 0 {
-		for _, g := range b.gates {
-			g.live++
-		}
-	}
-	b.refs++
-}
-
-// releaseBucket drops a job's reference. A bucket left without jobs stays
-// for reuse until a sweep, which runs once there are more than
-// maxIdleBuckets idle buckets and more idle than live ones (seed 004: delete
-// zero entries once in a while), so that a key that empties and fills again
-// costs no allocation.
-func (s *Scheduler) releaseBucket(b *bucket) {
-	b.refs--
-	if b.refs > 0 {
-		return
-	}
-	for _, g := range b.gates {
-		g.live--
-	}
-	b.idle = true
-	s.idleBuckets++
-	if !b.listed {
-		b.listed = true
-		s.idleList = append(s.idleList, b)
-	}
-	if s.idleBuckets > maxIdleBuckets && 2*s.idleBuckets > s.nbuckets {
-		s.sweepBuckets()
-	}
-}
-
-// sweepBuckets removes every idle bucket, in the order they became idle.
-func (s *Scheduler) sweepBuckets() {
-	for _, b := range s.idleList {
-		b.listed = false
-		if b.idle && b.queue.buckets[b.sig] == b {
-			s.dropBucket(b)
-		}
-	}
-	clear(s.idleList)
-	s.idleList = s.idleList[:0]
-	s.idleBuckets = 0
-}
-
-// dropBucket removes an idle bucket and any key or group gate no bucket
-// holds any more.
-func (s *Scheduler) dropBucket(b *bucket) {
-	b.idle = false
-	delete(b.queue.buckets, b.sig)
-	s.nbuckets--
-	for i, g := range b.gates {
-		pos := b.gpos[i]
-		last := len(g.buckets) - 1
-		if int(pos) != last {
-			moved := g.buckets[last]
-			g.buckets[pos] = moved
-			moved.gpos[slices.Index(moved.gates, g)] = pos
-		}
-		g.buckets[last] = nil
-		g.buckets = g.buckets[:last]
-		if len(g.buckets) == 0 && g.running == 0 {
-			switch g.kind {
-			case gateKey:
-				delete(s.keyGates, g.name)
-			case gateGroup:
-				delete(s.groups, g.name)
-			}
-		}
-	}
+	return int(g.running) >= g.limit
 }
 
 func (s *Scheduler) keyGate(k string) *gate {
 	if g, ok := s.keyGates[k]; ok {
 		return g
 	}
-	g := &gate{name: k, kind: gateKey, limit: s.keyLimit.of(k)}
+	g := s.newGate(k, gateKey, s.keyLimit.of(k))
 	s.keyGates[k] = g
 	return g
 }
@@ -238,35 +118,55 @@ func (s *Scheduler) groupGate(name string) *gate {
 	if g, ok := s.groups[name]; ok {
 		return g
 	}
-	g := &gate{name: name, kind: gateGroup, limit: 1}
+	g := s.newGate(name, gateGroup, 1)
 	s.groups[name] = g
 	return g
 }
 
 // hold and unhold count a starting or ending job against its gates.
 func (s *Scheduler) hold(b *bucket) {
-	for _, g := range b.gates {
-		g.running++
-		if g.kind == gateMode {
-			if g.running == 1 {
-				s.setClosed(g.opposite, true)
-			}
-		} else if g.running >= g.limit {
-			s.setClosed(g, true)
+	if b.flags&manyGates == 0 {
+		if b.gate0 != 0 {
+			s.holdGate(s.gcs.at(b.gate0 - 1))
 		}
+		return
+	}
+	for _, r := range b.gates {
+		s.holdGate(r.g.gateCounts)
+	}
+}
+
+func (s *Scheduler) holdGate(c *gateCounts) {
+	c.running++
+	if c.mode {
+		if c.running == 1 {
+			s.setClosed(c.g.opposite, true)
+		}
+	} else if !c.closed && int(c.running) >= c.limit {
+		s.setClosed(c.g, true)
 	}
 }
 
 func (s *Scheduler) unhold(b *bucket) {
-	for _, g := range b.gates {
-		g.running--
-		if g.kind == gateMode {
-			if g.running == 0 {
-				s.setClosed(g.opposite, false)
-			}
-		} else if g.running < g.limit {
-			s.setClosed(g, false)
+	if b.flags&manyGates == 0 {
+		if b.gate0 != 0 {
+			s.unholdGate(s.gcs.at(b.gate0 - 1))
 		}
+		return
+	}
+	for _, r := range b.gates {
+		s.unholdGate(r.g.gateCounts)
+	}
+}
+
+func (s *Scheduler) unholdGate(c *gateCounts) {
+	c.running--
+	if c.mode {
+		if c.running == 0 {
+			s.setClosed(c.g.opposite, false)
+		}
+	} else if c.closed && int(c.running) < c.limit {
+		s.setClosed(c.g, false)
 	}
 }
 
@@ -280,12 +180,12 @@ func (s *Scheduler) setClosed(g *gate, closed bool) {
 		if closed {
 			b.closed++
 			if b.closed == 1 {
-				b.queue.hide(b)
+				s.hide(b)
 			}
 		} else {
 			b.closed--
 			if b.closed == 0 {
-				b.queue.show(b)
+				s.show(b)
 			}
 		}
 	}
@@ -345,7 +245,7 @@ func (s *Scheduler) setGateLimit(g *gate, limit int) {
 	if g.limit == limit {
 		return
 	}
-	if limit < g.running {
+	if limit < int(g.running) {
 		g.lowered = s.startSeq
 	}
 	g.limit = limit

@@ -1,10 +1,11 @@
 package sched
 
-// The core's ordered sets. Each element remembers its index so that it can
-// be removed or re-keyed in O(log n); entries carry their sort key inline so
-// that comparing touches only the heap's own memory. The heaps are 4-ary:
-// a node's children share a cache line, and half as many levels mean half
-// as many moved elements whose index must be written back.
+// The core's ordered sets. Each element's index is written back to its job
+// (job.pos) or bucket, so that it can be removed or re-keyed in O(log n);
+// entries carry their sort key inline so that comparing touches only the
+// heap's own memory. The heaps are 4-ary: a node's children share a cache
+// line, and half as many levels mean half as many moved elements whose
+// index must be written back.
 
 // arity is the number of children of a heap node.
 const arity = 4
@@ -12,62 +13,41 @@ const arity = 4
 func parent(i int) int     { return (i - 1) / arity }
 func firstChild(i int) int { return arity*i + 1 }
 
-// jobHeap orders jobs by sort key (priority, then arrival); a job's hidx is
-// its index here. The same type serves the delayed-retry heap, keyed by the
-// time the job becomes ready.
+// jobHeap orders jobs by sort key (priority, then arrival). The same type
+// serves the delayed-retry heap, keyed by the time the job becomes ready.
 type jobHeap []jobEntry
 
 type jobEntry struct {
-	key uint64
-	j   *job
+	key  uint64
+	slot uint32
 }
 
-func (h *jobHeap) push(key uint64, j *job) {
-	*h = append(*h, jobEntry{key, j})
-	i := len(*h) - 1
-	j.hidx = int32(i)
-	h.up(i)
+func (h *jobHeap) push(t *jobTable, key uint64, j *job) {
+	*h = append(*h, jobEntry{key, j.slot})
+	h.up(t, len(*h)-1)
 }
 
-func (h jobHeap) top() *job {
-	if len(h) == 0 {
-		return nil
-	}
-	return h[0].j
-}
+// top returns the slot of the first job; the heap must not be empty.
+func (h jobHeap) top() uint32 { return h[0].slot }
 
-// add appends without ordering: the heap is used as a plain set (the
-// buckets of random queues).
-func (h *jobHeap) add(key uint64, j *job) {
-	j.hidx = int32(len(*h))
-	*h = append(*h, jobEntry{key, j})
-}
-
-// swapRemove takes out element i of a plain set.
-func (h *jobHeap) swapRemove(i int) {
+// remove takes out the element at index i and returns its job.
+func (h *jobHeap) remove(t *jobTable, i int) *job {
 	old := *h
+	j := t.at(old[i].slot)
 	n := len(old) - 1
-	j := old[i].j
 	if i != n {
 		old[i] = old[n]
-		old[i].j.hidx = int32(i)
+		t.at(old[i].slot).pos = int32(i)
 	}
-	old[n] = jobEntry{}
 	*h = old[:n]
-	j.hidx = -1
-}
-
-// remove takes out the element at index i and returns it.
-func (h *jobHeap) remove(i int) *job {
-	j := (*h)[i].j
-	h.swapRemove(i)
-	if i < len(*h) && !h.down(i) {
-		h.up(i)
+	j.pos = -1
+	if i < n && !h.down(t, i) {
+		h.up(t, i)
 	}
 	return j
 }
 
-func (h jobHeap) up(i int) {
+func (h jobHeap) up(t *jobTable, i int) {
 	e := h[i]
 	for i > 0 {
 		p := parent(i)
@@ -75,14 +55,14 @@ func (h jobHeap) up(i int) {
 			break
 		}
 		h[i] = h[p]
-		h[i].j.hidx = int32(i)
+		t.at(h[i].slot).pos = int32(i)
 		i = p
 	}
 	h[i] = e
-	e.j.hidx = int32(i)
+	t.at(e.slot).pos = int32(i)
 }
 
-func (h jobHeap) down(i0 int) bool {
+func (h jobHeap) down(t *jobTable, i0 int) bool {
 	e := h[i0]
 	i, n := i0, len(h)
 	for {
@@ -100,111 +80,142 @@ func (h jobHeap) down(i0 int) bool {
 			break
 		}
 		h[i] = h[c]
-		h[i].j.hidx = int32(i)
+		t.at(h[i].slot).pos = int32(i)
 		i = c
 	}
 	h[i] = e
-	e.j.hidx = int32(i)
+	t.at(e.slot).pos = int32(i)
 	return i > i0
 }
 
-// bucketHeap holds a queue's ready buckets for one tier, keyed by the sort
-// key of each bucket's first job of that tier, which each entry also points
-// to so that finding the head touches no bucket. Unordered heaps (random
-// queues) are plain sets. A bucket's tiers[tier].pos is its index here.
-type bucketHeap struct {
-	tier    int
-	ordered bool
-	items   []bucketEntry
+// slotSet is an unordered set of jobs (the buckets of random queues): 4
+// bytes a job, removal by swapping in the last one.
+type slotSet []uint32
+
+func (s *slotSet) add(j *job) {
+	j.pos = int32(len(*s))
+	*s = append(*s, j.slot)
 }
 
-type bucketEntry struct {
-	key   uint64
-	b     *bucket
-	first *job
-}
-
-func (h *bucketHeap) len() int { return len(h.items) }
-
-func (h *bucketHeap) setPos(i int) { h.items[i].b.tiers[h.tier].pos = int32(i) }
-
-func (h *bucketHeap) push(key uint64, b *bucket, first *job) {
-	h.items = append(h.items, bucketEntry{key, b, first})
-	i := len(h.items) - 1
-	h.setPos(i)
-	if h.ordered {
-		h.up(i)
-	}
-}
-
-func (h *bucketHeap) remove(i int) {
-	n := len(h.items) - 1
-	b := h.items[i].b
+func (s *slotSet) swapRemove(t *jobTable, i int) {
+	old := *s
+	n := len(old) - 1
+	j := t.at(old[i])
 	if i != n {
-		h.items[i] = h.items[n]
-		h.setPos(i)
+		old[i] = old[n]
+		t.at(old[i]).pos = int32(i)
 	}
-	h.items[n] = bucketEntry{}
-	h.items = h.items[:n]
-	if i != n && h.ordered {
-		if !h.down(i) {
-			h.up(i)
-		}
-	}
-	b.tiers[h.tier].pos = -1
+	*s = old[:n]
+	j.pos = -1
 }
 
-// rekey gives the entry at index i a new first job and its key.
-func (h *bucketHeap) rekey(i int, key uint64, first *job) {
-	old := h.items[i].key
-	h.items[i].key, h.items[i].first = key, first
-	if !h.ordered {
-		return
+// bucketSet is the ready index of a random queue's tier: the visible
+// buckets in no order; a bucket's pos is its index here.
+type bucketSet []uint32
+
+func (s *bucketSet) add(b *bucket) {
+	b.pos = int32(len(*s))
+	*s = append(*s, b.num)
+}
+
+func (s *bucketSet) remove(t *bucketTable, b *bucket) {
+	old := *s
+	i, n := int(b.pos), len(old)-1
+	if i != n {
+		old[i] = old[n]
+		t.at(old[i]).pos = int32(i)
 	}
-	if key < old {
-		h.up(i)
-	} else {
-		h.down(i)
+	*s = old[:n]
+	b.pos = -1
+}
+
+// winnerTree is the ready index of a FIFO queue's tier: a tournament tree
+// over the visible buckets, keyed by the sort key of each bucket's first
+// job, so that the root names the queue's next job. Each visible bucket
+// keeps one leaf (its pos) for as long as it stays visible; an update
+// replays the leaf's path to the root, one comparison per level between
+// siblings that share a cache line, and stops where nothing changes. No
+// other bucket's record is touched, unlike a heap, whose moves must tell
+// every moved bucket its new index.
+type winnerTree struct {
+	w    []treeEntry // w[1] is the winner; leaf l is w[k+l]
+	k    int         // leaves, a power of two
+	free []int32     // free leaves
+}
+
+type treeEntry struct {
+	key   uint64 // noKey for a free leaf
+	b     uint32 // bucket number
+	first uint32 // slot of the bucket's first job
+}
+
+const noKey = ^uint64(0)
+
+// top returns the winner; ok is false when no bucket is visible.
+func (t *winnerTree) top() (e treeEntry, ok bool) {
+	if t.k == 0 || t.w[1].key == noKey {
+		return treeEntry{}, false
+	}
+	return t.w[1], true
+}
+
+// len returns the number of visible buckets.
+func (t *winnerTree) len() int { return t.k - len(t.free) }
+
+// add gives a bucket a leaf.
+func (t *winnerTree) add(b *bucket, key uint64, first uint32) {
+	if len(t.free) == 0 {
+		t.grow()
+	}
+	n := len(t.free) - 1
+	b.pos = t.free[n]
+	t.free = t.free[:n]
+	t.set(b.pos, treeEntry{key, b.num, first})
+}
+
+// update gives a bucket's leaf a new first job and its key.
+func (t *winnerTree) update(b *bucket, key uint64, first uint32) {
+	t.set(b.pos, treeEntry{key, b.num, first})
+}
+
+// remove frees a bucket's leaf.
+func (t *winnerTree) remove(b *bucket) {
+	t.set(b.pos, treeEntry{key: noKey})
+	t.free = append(t.free, b.pos)
+	b.pos = -1
+}
+
+func (t *winnerTree) set(leaf int32, e treeEntry) {
+	w := t.w
+	i := t.k + int(leaf)
+	w[i] = e
+	for i > 1 {
+		if sib := &w[i^1]; sib.key < e.key {
+			e = *sib
+		}
+		i >>= 1
+		if w[i].key == e.key {
+			return // the winners above stay as they are
+		}
+		w[i] = e
 	}
 }
 
-func (h *bucketHeap) up(i int) {
-	e := h.items[i]
-	for i > 0 {
-		p := parent(i)
-		if h.items[p].key <= e.key {
-			break
-		}
-		h.items[i] = h.items[p]
-		h.setPos(i)
-		i = p
+// grow doubles the leaves, keeping each bucket's leaf.
+func (t *winnerTree) grow() {
+	k := max(4, 2*t.k)
+	w := make([]treeEntry, 2*k)
+	copy(w[k:], t.w[t.k:])
+	for l := k - 1; l >= t.k; l-- {
+		w[k+l] = treeEntry{key: noKey}
+		t.free = append(t.free, int32(l))
 	}
-	h.items[i] = e
-	h.setPos(i)
-}
-
-func (h *bucketHeap) down(i0 int) bool {
-	e := h.items[i0]
-	i, n := i0, len(h.items)
-	for {
-		first := firstChild(i)
-		if first >= n {
-			break
+	for i := k - 1; i >= 1; i-- {
+		l, r := w[2*i], w[2*i+1]
+		if r.key < l.key {
+			l = r
 		}
-		c := first
-		for r := first + 1; r < min(first+arity, n); r++ {
-			if h.items[r].key < h.items[c].key {
-				c = r
-			}
-		}
-		if e.key <= h.items[c].key {
-			break
-		}
-		h.items[i] = h.items[c]
-		h.setPos(i)
-		i = c
+		w[i] = l
 	}
-	h.items[i] = e
-	h.setPos(i)
-	return i > i0
+	t.w, t.k = w, k
 }

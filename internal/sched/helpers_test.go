@@ -120,10 +120,10 @@ func (h *harness) complete(id string, out Outcome) Ack {
 func (h *harness) runTier(id string) int {
 	h.t.Helper()
 	j := h.s.jobs.get(id)
-	if j == nil || j.run == nil {
+	if j == nil || j.state != stateRunning {
 		h.t.Fatalf("runTier(%s): job is not running", id)
 	}
-	return int(j.run.tier)
+	return int(h.s.run(j).tier)
 }
 
 func (h *harness) state(id string) jobState {

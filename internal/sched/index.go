@@ -1,124 +1,429 @@
 package sched
 
 import (
-	"hash/maphash"
 	"iter"
+	"unsafe"
 )
 
-// jobIndex finds a live job by its id. It is an open-addressing hash table
-// of (hash, job) pairs with linear probing and backward-shift deletion.
+// jobTable holds every live job's record and finds it by id.
 //
-// It replaces a map[string]*job on the hot path: with a million queued jobs
-// a Go map lookup reads the table header, the control word, the slot and the
-// key's bytes, each a cache miss, while a probe here reads one 16-byte slot
-// and compares full hashes, touching the job (which the caller needs next
-// anyway) only on a hash match. A lookup for an absent id, as Submit's
-// duplicate check does, touches no job at all (BenchmarkCycle).
-type jobIndex struct {
-	slots []indexSlot // power-of-two length; hash 0 marks an empty slot
-	n     int
-	seed  maphash.Seed
+// Records sit in fixed chunks of jobChunk, so that a *job stays valid while
+// the table grows and a job's 32-bit slot names it everywhere else (lists,
+// heaps, sets, links). Freed slots are reused most recently freed first:
+// their records are the likeliest to be in cache.
+//
+// The id index (an open-addressing table of 8-byte entries) is written
+// once per job and never on the job's way out: freeing a slot bumps the
+// slot's generation, which turns every entry naming the slot's old
+// generation stale. Stale entries are skipped by lookups and cleared by a
+// sweep once live and stale entries fill three quarters of the table. So
+// with a million queued jobs a submission costs one cache line of the
+// index (the duplicate check, then the insertion into the same line) and a
+// completion none: Complete finds a running job by the identity of its id
+// string (runHints).
+type jobTable struct {
+	chunks [][]job
+	used   uint32   // slots handed out at least once
+	free   []uint32 // slots to reuse
+	gen    []uint8  // generation of each slot, as its record says, for sweeps
+	exts   []*jobExt
+	xfree  []uint32 // free indexes in exts (0 is never used)
+	index  jobIndex
+	seed   uint64
 }
 
-type indexSlot struct {
-	hash uint64
-	j    *job
+// jobChunkBits sets the records per chunk (1024 records, 64 KiB).
+const jobChunkBits = 10
+
+const jobChunk = 1 << jobChunkBits
+
+func newJobTable() jobTable {
+	t := jobTable{seed: newSeed(), exts: []*jobExt{nil}}
+	t.index.init(minIndexSlots)
+	return t
 }
 
-const minIndexSlots = 16
-
-func newJobIndex() jobIndex {
-	return jobIndex{slots: make([]indexSlot, minIndexSlots), seed: maphash.MakeSeed()}
+// at returns the record in a slot.
+func (t *jobTable) at(slot uint32) *job {
+	return &t.chunks[slot>>jobChunkBits][slot&(jobChunk-1)]
 }
 
-// hash never returns 0, the empty mark.
-func (x *jobIndex) hash(id string) uint64 { return maphash.String(x.seed, id) | 1 }
+// alloc returns a zeroed record (its slot set) not yet in the index.
+func (t *jobTable) alloc() *job {
+	var slot uint32
+	if n := len(t.free); n > 0 {
+		slot = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		slot = t.used
+		t.used++
+		t.gen = append(t.gen, 0)
+		if int(slot>>jobChunkBits) == len(t.chunks) {
+			t.chunks = append(t.chunks, make([]job, jobChunk))
+		}
+	}
+	j := t.at(slot)
+	j.slot = slot
+	return j
+}
 
-// len returns the number of jobs.
-func (x *jobIndex) len() int { return x.n }
+// release clears a record, drops its rare parts and frees its slot; its
+// index entry goes stale.
+func (t *jobTable) release(j *job) {
+	slot := j.slot
+	if j.ext != 0 {
+		t.exts[j.ext] = nil
+		t.xfree = append(t.xfree, j.ext)
+	}
+	gen := j.gen + 1
+	*j = job{slot: slot, gen: gen}
+	t.gen[slot] = gen // a store: the record, read when the job ended, knew it
+	t.free = append(t.free, slot)
+	if x := &t.index; len(x.e) > minIndexSlots && 16*x.live < len(x.e) {
+		t.sweep(nil) // shrinks
+	}
+}
+
+// ext returns a job's rare parts, or nil.
+func (t *jobTable) ext(j *job) *jobExt {
+	if j.ext == 0 {
+		return nil
+	}
+	return t.exts[j.ext]
+}
+
+// addExt returns a job's rare parts, creating them.
+func (t *jobTable) addExt(j *job) *jobExt {
+	if j.ext != 0 {
+		return t.exts[j.ext]
+	}
+	x := &jobExt{}
+	if n := len(t.xfree); n > 0 {
+		j.ext = t.xfree[n-1]
+		t.xfree = t.xfree[:n-1]
+		t.exts[j.ext] = x
+	} else {
+		j.ext = uint32(len(t.exts))
+		t.exts = append(t.exts, x)
+	}
+	return x
+}
+
+func (t *jobTable) hash(id string) uint64 { return strHash(id, t.seed) }
+
+// len returns the number of jobs in the index.
+func (t *jobTable) len() int { return t.index.live }
 
 // get returns the job with the id, or nil.
-func (x *jobIndex) get(id string) *job {
-	h := x.hash(id)
-	mask := uint64(len(x.slots) - 1)
-	for i := h & mask; ; i = (i + 1) & mask {
-		sl := &x.slots[i]
-		if sl.hash == 0 {
+func (t *jobTable) get(id string) *job {
+	if id == "" { // the id of every free record
+		return nil
+	}
+	h := t.hash(id)
+	return t.getFrom(id, h, t.index.home(h))
+}
+
+// getFrom is get for a non-empty id that hashes to h, whose home entry e
+// the caller loaded.
+func (t *jobTable) getFrom(id string, h, e uint64) *job {
+	x := &t.index
+	tag := h >> jobTagShift
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		if i != h&x.mask {
+			e = x.e[i]
+		}
+		if e == 0 {
 			return nil
 		}
-		if sl.hash == h && sl.j.id == id {
-			return sl.j
+		if (e>>32)&0xffff == tag {
+			if j := t.at(uint32(e) - 1); j.gen == uint8(e>>48) && j.id == id {
+				return j
+			}
 		}
 	}
 }
 
-// put adds a job whose id is not in the index.
-func (x *jobIndex) put(j *job) {
-	if 4*(x.n+1) > 3*len(x.slots) {
-		x.resize(2 * len(x.slots))
+// put adds a job whose id, which hashes to h, is not in the index.
+func (t *jobTable) put(j *job, h uint64) {
+	x := &t.index
+	if 4*(x.used+1) > 3*len(x.e) {
+		t.sweep(j)
 	}
-	x.insert(x.hash(j.id), j)
-	x.n++
+	for !x.insert(h, j.slot, j.gen) {
+		t.rebuild(2*len(x.e), j)
+	}
+	x.live++
 }
 
-func (x *jobIndex) insert(h uint64, j *job) {
-	mask := uint64(len(x.slots) - 1)
-	i := h & mask
-	for x.slots[i].hash != 0 {
-		i = (i + 1) & mask
+// remove takes a job out of the index: it no longer counts as live, and
+// release, which frees its slot, makes its entry stale.
+func (t *jobTable) remove(*job) { t.index.live-- }
+
+// sweep clears the stale entries of the index, then resizes it so that the
+// live entries fill between an eighth and three eighths of it. j is the job
+// being put, not in the index yet, or nil.
+func (t *jobTable) sweep(j *job) {
+	x := &t.index
+	for i := uint64(0); i < uint64(len(x.e)); {
+		e := x.e[i]
+		if e != 0 && uint8(e>>48) != t.gen[uint32(e)-1] {
+			x.deleteAt(i)
+			continue
+		}
+		i++
 	}
-	x.slots[i] = indexSlot{h, j}
+	n := len(x.e)
+	for 8*(x.live+1) > 3*n {
+		n *= 2
+	}
+	for n > minIndexSlots && 8*(x.live+1) < n {
+		n /= 2
+	}
+	if n != len(x.e) {
+		t.rebuild(n, j)
+	}
 }
 
-// remove deletes the job with the id, if present. The slots after it in
-// its probe run shift back, so that no tombstone slows later probes.
-func (x *jobIndex) remove(id string) {
-	h := x.hash(id)
-	mask := uint64(len(x.slots) - 1)
-	i := h & mask
-	for {
-		sl := x.slots[i]
-		if sl.hash == 0 {
-			return
-		}
-		if sl.hash == h && sl.j.id == id {
-			break
-		}
-		i = (i + 1) & mask
+// rebuild makes a new index of at least n entries from the records, whose
+// ids it hashes again; skip is not in the index yet.
+func (t *jobTable) rebuild(n int, skip *job) {
+	for !t.refill(n, skip) {
+		n *= 2
 	}
-	for k := (i + 1) & mask; x.slots[k].hash != 0; k = (k + 1) & mask {
-		// Move slot k into the hole at i unless its home lies cyclically
+}
+
+func (t *jobTable) refill(n int, skip *job) bool {
+	x := &t.index
+	x.init(n)
+	for c, chunk := range t.chunks {
+		for i := range chunk {
+			j := &chunk[i]
+			if slot := uint32(c<<jobChunkBits + i); j.id != "" && j != skip && !x.insert(t.hash(j.id), slot, t.gen[slot]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// all yields every job in the index with its id, in no particular order.
+func (t *jobTable) all() iter.Seq2[string, *job] {
+	return func(yield func(string, *job) bool) {
+		for _, chunk := range t.chunks {
+			for i := range chunk {
+				if j := &chunk[i]; j.id != "" && !yield(j.id, j) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// jobIndex is the id index of jobTable. An entry packs slot+1 (0 marks an
+// empty entry) in its low 32 bits, then 16 further bits of the id's hash as
+// a tag that rules out almost every wrong candidate without reading its
+// record, the slot's generation when the entry was made, and the entry's
+// distance from its home position, which lets a sweep shift entries back
+// without hashing them again.
+type jobIndex struct {
+	e    []uint64 // power-of-two length
+	mask uint64
+	used int // live and stale entries
+	live int
+}
+
+const (
+	minIndexSlots = 16
+	jobTagShift   = 48
+)
+
+// home returns the entry at the home position of hash h.
+func (x *jobIndex) home(h uint64) uint64 { return x.e[h&x.mask] }
+
+func (x *jobIndex) init(n int) {
+	x.e = make([]uint64, n)
+	x.mask = uint64(n - 1)
+	x.used = 0
+}
+
+// insert places an entry at the first empty position from its home. It
+// fails when the distance would not fit its 8 bits; the table then grows.
+func (x *jobIndex) insert(h uint64, slot uint32, gen uint8) bool {
+	i := h & x.mask
+	for d := uint64(0); ; d++ {
+		if d > maxDist {
+			return false
+		}
+		if x.e[i] == 0 {
+			x.e[i] = uint64(slot) + 1 | (h>>jobTagShift)<<32 | uint64(gen)<<48 | d<<56
+			x.used++
+			return true
+		}
+		i = (i + 1) & x.mask
+	}
+}
+
+// deleteAt removes the entry at i, shifting later entries of its run back.
+func (x *jobIndex) deleteAt(i uint64) {
+	for k := (i + 1) & x.mask; x.e[k] != 0; k = (k + 1) & x.mask {
+		// Move entry k into the hole at i unless its home lies cyclically
 		// in (i, k]: then it is already as close to home as it can be.
-		home := x.slots[k].hash & mask
-		if (k-home)&mask >= (k-i)&mask {
-			x.slots[i] = x.slots[k]
+		e := x.e[k]
+		gap := (k - i) & x.mask
+		if d := e >> 56; d >= gap {
+			x.e[i] = e&(1<<56-1) | (d-gap)<<56
 			i = k
 		}
 	}
-	x.slots[i] = indexSlot{}
-	x.n--
-	if len(x.slots) > minIndexSlots && 8*x.n < len(x.slots) {
-		x.resize(len(x.slots) / 2)
+	x.e[i] = 0
+	x.used--
+}
+
+// runHints finds a running job by the identity of its id string: the
+// address and length of its bytes. A driver that reports a completion with
+// the JobID of the Assignment it was given passes that very string, so the
+// lookup hashes one word instead of the id's bytes and reads no cold
+// memory. A hint is written when a job starts and never erased: a lookup
+// checks that the slot it names holds a running job whose id is this very
+// string (equal address and length mean equal bytes, and live jobs have
+// distinct ids), and anything else — an equal string from elsewhere, a
+// hint overwritten by another start — goes through jobTable.get.
+type runHints struct {
+	slot []uint32 // power-of-two length
+	bits uint
+}
+
+// minHints is the smallest hint table; it grows to 16 entries per running
+// job, so that few hints are overwritten while their job runs.
+const minHints = 64
+
+func newRunHints() runHints { return runHints{slot: make([]uint32, minHints), bits: 6} }
+
+func (r *runHints) at(id string) *uint32 {
+	p := uint64(uintptr(unsafe.Pointer(unsafe.StringData(id)))) ^ uint64(len(id))
+	return &r.slot[(p*0x9e3779b97f4a7c15)>>(64-r.bits)]
+}
+
+// get returns the running job whose id is this very string, or nil.
+func (r *runHints) get(t *jobTable, id string) *job {
+	slot := *r.at(id)
+	if slot >= t.used {
+		return nil
+	}
+	j := t.at(slot)
+	if j.state != stateRunning || len(j.id) != len(id) || unsafe.StringData(j.id) != unsafe.StringData(id) {
+		return nil
+	}
+	return j
+}
+
+// add notes a job that starts; running counts the running jobs.
+func (r *runHints) add(j *job, running int) {
+	if 16*running > len(r.slot) {
+		r.slot = make([]uint32, 2*len(r.slot)) // old hints are lost: lookups fall back
+		r.bits++
+	}
+	*r.at(j.id) = j.slot
+}
+
+// slotMap maps 64-bit hashes to 32-bit numbers (bucket numbers): open
+// addressing with linear probing and backward-shift deletion, so that no
+// tombstone slows later probes. An entry packs the
+// number+1 (0 marks an empty entry) in its low 32 bits, 24 further bits of
+// the hash as a tag that rules out almost every wrong candidate without
+// reading what the number names, and its distance from its home position
+// in the top 8 bits, which deletion needs to shift entries back without
+// hashing them again.
+type slotMap struct {
+	e    []uint64 // power-of-two length
+	mask uint64
+	n    int
+}
+
+const (
+	tagShift = 40
+	tagMask  = 1<<24 - 1
+	maxDist  = 255
+)
+
+// home returns the entry at the home position of hash h.
+func (m *slotMap) home(h uint64) uint64 { return m.e[h&m.mask] }
+
+func (m *slotMap) init(n int) {
+	m.e = make([]uint64, n)
+	m.mask = uint64(n - 1)
+}
+
+// add inserts a number under hash h; hashOf gives the hash of any number
+// in the map, for growing.
+func (m *slotMap) add(h uint64, n uint32, hashOf func(uint32) uint64) {
+	if 4*(m.n+1) > 3*len(m.e) {
+		m.resize(2*len(m.e), hashOf)
+	}
+	for !m.insert(h, n) {
+		m.resize(2*len(m.e), hashOf)
+	}
+	m.n++
+}
+
+// insert places an entry; it fails when its probe would exceed maxDist.
+func (m *slotMap) insert(h uint64, n uint32) bool {
+	i := h & m.mask
+	for d := uint64(0); ; d++ {
+		if d > maxDist {
+			return false
+		}
+		if m.e[i] == 0 {
+			m.e[i] = uint64(n) + 1 | (h>>tagShift)<<32 | d<<56
+			return true
+		}
+		i = (i + 1) & m.mask
 	}
 }
 
-func (x *jobIndex) resize(n int) {
-	old := x.slots
-	x.slots = make([]indexSlot, n)
-	for _, sl := range old {
-		if sl.hash != 0 {
-			x.insert(sl.hash, sl.j)
+// delete removes the entry of number n under hash h, if present.
+func (m *slotMap) delete(h uint64, n uint32, hashOf func(uint32) uint64) {
+	want := uint64(n) + 1
+	i := h & m.mask
+	for {
+		e := m.e[i]
+		if e == 0 {
+			return
+		}
+		if e&(1<<32-1) == want {
+			break
+		}
+		i = (i + 1) & m.mask
+	}
+	for k := (i + 1) & m.mask; m.e[k] != 0; k = (k + 1) & m.mask {
+		e := m.e[k]
+		gap := (k - i) & m.mask
+		if d := e >> 56; d >= gap {
+			m.e[i] = e&(1<<56-1) | (d-gap)<<56
+			i = k
 		}
 	}
+	m.e[i] = 0
+	m.n--
+	if len(m.e) > minIndexSlots && 8*m.n < len(m.e) {
+		m.resize(len(m.e)/2, hashOf)
+	}
 }
 
-// all yields every job with its id, in no particular order.
-func (x *jobIndex) all() iter.Seq2[string, *job] {
-	return func(yield func(string, *job) bool) {
-		for _, sl := range x.slots {
-			if sl.hash != 0 && !yield(sl.j.id, sl.j) {
-				return
+func (m *slotMap) resize(n int, hashOf func(uint32) uint64) {
+	old := m.e
+	for {
+		m.init(n)
+		ok := true
+		for _, e := range old {
+			if e != 0 && !m.insert(hashOf(uint32(e)-1), uint32(e)-1) {
+				ok = false
+				break
 			}
 		}
+		if ok {
+			return
+		}
+		n *= 2
 	}
 }

@@ -3,16 +3,17 @@ package sched
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 )
 
-// The job index must behave exactly like a map from id to job under any mix
+// The job table must behave exactly like a map from id to job under any mix
 // of puts, gets and removes, through growth, shrinking and the backward
-// shifts that deletion makes in crowded probe runs.
+// shifts that deletion makes in crowded probe runs, with slots reused.
 func TestJobIndexBehavesLikeAMap(t *testing.T) {
 	for seed := uint64(1); seed <= 50; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed))
-		x := newJobIndex()
+		x := newJobTable()
 		want := map[string]*job{}
 		ids := 1 + rng.IntN(3000) // few ids: many collisions and reinsertions
 		for op := range 20_000 {
@@ -20,13 +21,17 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 			switch rng.IntN(3) {
 			case 0:
 				if want[id] == nil {
-					j := &job{id: id}
+					j := x.alloc()
+					j.id = id
 					want[id] = j
-					x.put(j)
+					x.put(j, x.hash(id))
 				}
 			case 1:
-				delete(want, id)
-				x.remove(id)
+				if j := want[id]; j != nil {
+					delete(want, id)
+					x.remove(j)
+					x.release(j)
+				}
 			}
 			if got := x.get(id); got != want[id] {
 				t.Fatalf("seed %d op %d: get(%s) = %p, want %p", seed, op, id, got, want[id])
@@ -50,18 +55,94 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 				t.Fatalf("seed %d: lost %s", seed, id)
 			}
 		}
+		if live := int(x.used) - len(x.free); live != len(want) {
+			t.Fatalf("seed %d: %d slots in use for %d jobs", seed, live, len(want))
+		}
 	}
 }
 
 func TestJobIndexShrinksWhenEmptied(t *testing.T) {
-	x := newJobIndex()
+	x := newJobTable()
+	var jobs []*job
 	for i := range 10_000 {
-		x.put(&job{id: strconv.Itoa(i)})
+		j := x.alloc()
+		j.id = strconv.Itoa(i)
+		x.put(j, x.hash(j.id))
+		jobs = append(jobs, j)
 	}
-	for i := range 10_000 {
-		x.remove(strconv.Itoa(i))
+	for _, j := range jobs {
+		x.remove(j)
+		x.release(j)
 	}
-	if x.len() != 0 || len(x.slots) > 4*minIndexSlots {
-		t.Fatalf("after removing everything: %d jobs in %d slots", x.len(), len(x.slots))
+	if x.len() != 0 || len(x.index.e) > 4*minIndexSlots {
+		t.Fatalf("after removing everything: %d jobs in %d slots", x.len(), len(x.index.e))
+	}
+}
+
+// A driver may report a completion with the very JobID string of its
+// Assignment or with an equal string built elsewhere (decoded from the
+// wire); both end the attempt, and a string that only shares the bytes'
+// address with a running job's id (a prefix of it) matches nothing.
+func TestCompleteFindsTheJobByAnEqualIDFromElsewhere(t *testing.T) {
+	h := newHarness(t, nil, 1)
+	h.queue(QueueSpec{Name: "q"})
+	h.worker(WorkerSpec{ID: "a", Slots: 4})
+	h.submit(JobSpec{ID: "job-one", Queue: "q"}, JobSpec{ID: "job-two", Queue: "q"}, JobSpec{ID: "job", Queue: "q"})
+	as, err := h.s.Pull("a", 2)
+	if err != nil || len(as) != 2 {
+		t.Fatalf("pull: %v %v", as, err)
+	}
+	prefix := as[0].JobID[:3] // same address as the id's bytes, shorter
+	if ack := h.s.Complete(prefix, 1, Succeeded); !ack.Ignored {
+		t.Fatalf("completion of %q (queued) acknowledged as %+v", prefix, ack)
+	}
+	if ack := h.s.Complete(as[0].JobID, as[0].Attempt, Succeeded); ack.Ignored {
+		t.Fatalf("completion of %s with its Assignment's string ignored", as[0].JobID)
+	}
+	copied := strings.Clone(as[1].JobID)
+	if ack := h.s.Complete(copied, as[1].Attempt, Succeeded); ack.Ignored {
+		t.Fatalf("completion of %s with an equal string ignored", copied)
+	}
+	h.check()
+	if ack := h.s.Complete(copied, as[1].Attempt, Succeeded); !ack.Ignored {
+		t.Fatal("a repeated completion was not ignored")
+	}
+	if got := h.state(as[1].JobID); got != stateDone {
+		t.Fatalf("job %s in state %d after completion", as[1].JobID, got)
+	}
+}
+
+// Ids that differ in any byte, of any length, must spread over the index,
+// or lookups slow down as it fills: with 200,000 ids of each kind below in
+// a table at most three eighths full, no entry may sit more than 40 places
+// from its home, and equal strings must hash alike.
+func TestIndexProbesStayShortForTypicalIDs(t *testing.T) {
+	kinds := map[string]func(i int) string{
+		"sequential": func(i int) string { return "j" + strconv.Itoa(i) },
+		"short":      func(i int) string { return strconv.FormatInt(int64(i), 36) },
+		"uuid-like":  func(i int) string { return "4f1c2b7e-" + strconv.Itoa(100000+i) + "-job" },
+		"targets": func(i int) string {
+			return "tcp://10." + strconv.Itoa(i/65536) + "." + strconv.Itoa(i/256%256) + "." + strconv.Itoa(i%256) + ":443"
+		},
+	}
+	for name, id := range kinds {
+		x := newJobTable()
+		for i := range 200_000 {
+			j := x.alloc()
+			j.id = id(i)
+			x.put(j, x.hash(j.id))
+		}
+		worst := uint64(0)
+		for _, e := range x.index.e {
+			if e != 0 {
+				worst = max(worst, e>>56)
+			}
+		}
+		if worst > 40 {
+			t.Errorf("%s ids: an entry sits %d places from home", name, worst)
+		}
+		if x.hash(id(7)) != x.hash(strings.Clone(id(7))) {
+			t.Errorf("%s ids: equal strings hash apart", name)
+		}
 	}
 }

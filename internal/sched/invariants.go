@@ -12,19 +12,20 @@ import (
 // state and one place, counters equal to their recount, and the ready index
 // exactly the open buckets. It returns all violations found, joined.
 func (s *Scheduler) CheckInvariants() error {
-	c := &checker{s: s}
+	c := &checker{s: s, listed: map[uint32]*bucket{}}
+	c.buckets()
 	c.jobs()
 	c.tiers()
 	c.gates()
-	c.buckets()
 	c.workers()
 	c.queues()
 	return errors.Join(c.errs...)
 }
 
 type checker struct {
-	s    *Scheduler
-	errs []error
+	s      *Scheduler
+	errs   []error
+	listed map[uint32]*bucket // jobs found in a FIFO bucket's list
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -38,21 +39,19 @@ func (c *checker) jobs() {
 		if j.id != id {
 			c.fail("job %q filed under %q", j.id, id)
 		}
-		if _, ok := s.queues[j.queue.spec.Name]; !ok || s.queues[j.queue.spec.Name] != j.queue {
-			c.fail("job %q: queue %q is gone", id, j.queue.spec.Name)
-		}
-		if (j.run != nil) != (j.state == stateRunning) {
-			c.fail("job %q: state %d but run info %v", id, j.state, j.run != nil)
+		q := j.queue()
+		if s.queues[q.spec.Name] != q {
+			c.fail("job %q: queue %q is gone", id, q.spec.Name)
 		}
 		switch j.state {
 		case stateQueued:
 			c.inQueueHeap(j)
 		case stateDelayed:
-			if int(j.hidx) >= len(s.delayed) || j.hidx < 0 || s.delayed[j.hidx].j != j {
+			if int(j.pos) >= len(s.delayed) || j.pos < 0 || s.delayed[j.pos].slot != j.slot {
 				c.fail("delayed job %q is not in the delayed heap", id)
 			}
 		case stateWaiting:
-			if j.deps == nil || j.deps.pending <= 0 {
+			if x := s.jobs.ext(j); x == nil || x.pending <= 0 {
 				c.fail("waiting job %q has no pending dependency", id)
 			}
 		case stateRunning:
@@ -61,34 +60,78 @@ func (c *checker) jobs() {
 			c.fail("job %q in state %d is still filed", id, j.state)
 		}
 	}
+	c.table()
+}
+
+// table checks the job table: every slot is free or holds a job the index
+// finds, and the running jobs are exactly those of runs.
+func (c *checker) table() {
+	s := c.s
+	t := &s.jobs
+	free := map[uint32]bool{}
+	for _, slot := range t.free {
+		if free[slot] || slot >= t.used {
+			c.fail("slot %d freed twice or never used", slot)
+		}
+		free[slot] = true
+	}
+	live, running := 0, 0
+	for slot := range t.used {
+		j := t.at(slot)
+		switch {
+		case j.slot != slot || j.gen != t.gen[slot]:
+			c.fail("slot %d holds a record of slot %d, generation %d of %d", slot, j.slot, j.gen, t.gen[slot])
+		case free[slot]:
+			if *j != (job{slot: slot, gen: j.gen}) {
+				c.fail("free slot %d holds job %q", slot, j.id)
+			}
+		case t.get(j.id) != j:
+			c.fail("job %q in slot %d is not in the index", j.id, slot)
+		default:
+			live++
+			if j.state == stateRunning {
+				running++
+			}
+		}
+	}
+	if live != t.len() || live+len(t.free) != int(t.used) {
+		c.fail("job table: %d live, %d free, %d used, index holds %d", live, len(t.free), t.used, t.len())
+	}
+	if running != len(s.runs)-len(s.runFree) {
+		c.fail("%d running jobs, runs %d", running, len(s.runs)-len(s.runFree))
+	}
 }
 
 func (c *checker) inQueueHeap(j *job) {
-	if j.queue.strictOrder() {
-		h := j.queue.strict
-		if j.hidx < 0 || int(j.hidx) >= len(h) || h[j.hidx].j != j {
+	q := j.queue()
+	if q.strictOrder() {
+		h := q.strict
+		if j.pos < 0 || int(j.pos) >= len(h) || h[j.pos].slot != j.slot {
 			c.fail("queued job %q is not in its strict queue", j.id)
 		}
 		return
 	}
-	if j.bucket.tiers == nil {
-		c.fail("queued job %q: bucket has no tier heaps", j.id)
-		return
+	b := j.bucket
+	var in bool
+	if q.spec.Order == OrderRandom {
+		in = j.pos >= 0 && int(j.pos) < len(b.set) && b.set[j.pos] == j.slot
+	} else {
+		in = c.listed[j.slot] == b
 	}
-	h := j.bucket.tiers[j.tier].jobs
-	if j.hidx < 0 || int(j.hidx) >= len(h) || h[j.hidx].j != j {
+	if !in || b.tier != j.tier || b.prio != bucketPrio(q, j.prio) {
 		c.fail("queued job %q is not in its bucket", j.id)
 	}
-	if j.deps != nil && j.deps.pending != 0 {
-		c.fail("queued job %q has %d pending dependencies", j.id, j.deps.pending)
+	if x := c.s.jobs.ext(j); x != nil && x.pending != 0 {
+		c.fail("queued job %q has %d pending dependencies", j.id, x.pending)
 	}
 }
 
 func (c *checker) running(j *job) {
-	r := j.run
-	if r == nil {
+	if j.pos < 0 || int(j.pos) >= len(c.s.runs) || c.s.runs[j.pos].job != j.slot || c.s.runs[j.pos].worker == nil {
+		c.fail("running job %q has no running attempt", j.id)
 		return
 	}
+	r := c.s.run(j)
 	w := r.worker
 	if c.s.workers[w.id] != w {
 		c.fail("job %q runs on unknown worker %q", j.id, w.id)
@@ -118,9 +161,10 @@ func (c *checker) tiers() {
 		if j.state != stateRunning {
 			continue
 		}
-		count[j.run.tier]++
+		tier := s.run(j).tier
+		count[tier]++
 		if j.isDefault() {
-			defaults[j.run.tier]++
+			defaults[tier]++
 		}
 		if j.isInteractive() {
 			interactive++
@@ -141,7 +185,7 @@ func (c *checker) tiers() {
 		// Tier 0's limit is every slot, which holds worker by worker (see
 		// workers): a worker whose slots fell under load keeps its extra
 		// jobs without stopping the others from using their free slots.
-		if k > 0 && s.count(k) > s.limits[k] && c.startedSince(s.tierLow[k], func(j *job) bool { return int(j.run.tier) >= k }) {
+		if k > 0 && s.count(k) > s.limits[k] && c.startedSince(s.tierLow[k], func(j *job) bool { return int(s.run(j).tier) >= k }) {
 			c.fail("tier %d: %d running, limit %d", k, s.count(k), s.limits[k])
 		}
 		if k > 0 && s.limits[k] > s.limits[k-1] {
@@ -155,7 +199,7 @@ func (c *checker) tiers() {
 // job has started against it since.
 func (c *checker) startedSince(seq uint64, f func(*job) bool) bool {
 	for _, j := range c.s.jobs.all() {
-		if j.state == stateRunning && j.run.startSeq > seq && f(j) {
+		if j.state == stateRunning && c.s.run(j).startSeq > seq && f(j) {
 			return true
 		}
 	}
@@ -168,19 +212,22 @@ func (c *checker) gates() {
 	holders := map[*gate]int{}
 	for _, j := range s.jobs.all() {
 		if j.state == stateRunning {
-			for _, g := range j.bucket.gates {
-				holders[g]++
+			for _, r := range j.bucket.gates {
+				holders[r.g]++
 			}
 		}
 	}
 	check := func(g *gate) {
-		if holders[g] != g.running {
+		if gc := s.gcs.at(g.num); gc != g.gateCounts || gc.g != g || gc.mode != (g.kind == gateMode) {
+			c.fail("gate %s: counters misfiled", g.label())
+		}
+		if holders[g] != int(g.running) {
 			c.fail("gate %s: counter %d, recount %d", g.label(), g.running, holders[g])
 		}
 		if g.closed != g.shouldClose() {
 			c.fail("gate %s: closed=%v but rule says %v", g.label(), g.closed, g.shouldClose())
 		}
-		if g.kind != gateMode && g.running > g.limit {
+		if g.kind != gateMode && int(g.running) > g.limit {
 			holds := func(j *job) bool { return slicesContains(j.bucket.gates, g) }
 			if g.kind == gateGroup || c.startedSince(g.lowered, holds) {
 				c.fail("gate %s: %d running, limit %d", g.label(), g.running, g.limit)
@@ -198,21 +245,24 @@ func (c *checker) gates() {
 	}
 	check(s.reads)
 	check(s.writes)
+	if n := int(s.gcs.used) - len(s.gcs.free); n != len(s.keyGates)+len(s.groups)+2 {
+		c.fail("%d gate counters in use for %d gates", n, len(s.keyGates)+len(s.groups)+2)
+	}
 	if s.reads.running > 0 && s.writes.running > 0 {
 		c.fail("%d reads and %d writes run together", s.reads.running, s.writes.running)
 	}
 }
 
-func slicesContains(gs []*gate, g *gate) bool {
+func slicesContains(gs []gateRef, g *gate) bool {
 	for _, x := range gs {
-		if x == g {
+		if x.g == g {
 			return true
 		}
 	}
 	return false
 }
 
-// buckets checks references, closed counts and the ready index.
+// buckets checks references, closed counts, lists and the ready index.
 func (c *checker) buckets() {
 	s := c.s
 	refs := map[*bucket]int{}
@@ -223,19 +273,30 @@ func (c *checker) buckets() {
 		if j.state == stateQueued {
 			queued[j.bucket]++
 		}
-		if j.bucket.queue != j.queue || j.queue.buckets[j.bucket.sig] != j.bucket {
+		q := j.bucket.queue
+		if s.bkts.lookup(q, j.bucket.sig, j.bucket.tier, j.bucket.prio) != j.bucket || q.buckets[j.bucket.qpos] != j.bucket {
 			c.fail("job %q: bucket is not filed", j.id)
 		}
 	}
-	n := 0
+	n, idle := 0, 0
 	for _, q := range s.queues {
-		for _, b := range q.buckets {
+		for i, b := range q.buckets {
 			n++
+			if b.refs == 0 {
+				idle++
+				if !b.listed {
+					c.fail("idle bucket %q of %s is not listed for the sweep", b.sig, q.spec.Name)
+				}
+			}
+			if int(b.qpos) != i || b.queue != q || s.bkts.at(b.num) != b {
+				c.fail("bucket %q of %s is misfiled", b.sig, q.spec.Name)
+			}
 			c.bucket(b, refs[b], queued[b], live)
 		}
 	}
-	if n != s.nbuckets {
-		c.fail("%d buckets counted, recount %d", s.nbuckets, n)
+	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.n != n || int(s.bkts.used)-len(s.bkts.free) != n {
+		c.fail("%d buckets (%d idle) counted, recount %d (%d idle), table %d, lookup %d",
+			s.nbuckets, s.idleBuckets, n, idle, int(s.bkts.used)-len(s.bkts.free), s.bkts.find.n)
 	}
 	c.liveGates(live)
 }
@@ -243,40 +304,76 @@ func (c *checker) buckets() {
 // bucket checks one bucket against the recounts of its jobs.
 func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	name := b.queue.spec.Name
-	if int(b.refs) != refs || b.idle != (b.refs == 0) {
+	if int(b.refs) != refs {
 		c.fail("bucket %q of %s: refs %d, recount %d", b.sig, name, b.refs, refs)
 	}
 	if int(b.queued) != queued {
 		c.fail("bucket %q of %s: queued %d, recount %d", b.sig, name, b.queued, queued)
 	}
-	for _, g := range b.gates {
+	closed := int32(0)
+	for _, r := range b.gates {
+		g := r.g
 		if b.refs > 0 {
 			live[g]++
 		}
-	}
-	closed := int32(0)
-	for i, g := range b.gates {
 		if g.closed {
 			closed++
 		}
-		if int(b.gpos[i]) >= len(g.buckets) || g.buckets[b.gpos[i]] != b {
+		if int(r.pos) >= len(g.buckets) || g.buckets[r.pos] != b {
 			c.fail("bucket %q: not listed by gate %s", b.sig, g.label())
 		}
 	}
 	if closed != b.closed {
 		c.fail("bucket %q: closed %d, recount %d", b.sig, b.closed, closed)
 	}
-	for t, bt := range b.tiers {
-		h := bt.jobs
-		visible := b.closed == 0 && len(h) > 0
-		if visible != (bt.pos >= 0) {
-			c.fail("bucket %q tier %d: in ready index %v, should be %v", b.sig, t, bt.pos >= 0, visible)
-		} else if visible {
-			e := b.queue.ready[t].items[bt.pos]
-			if e.b != b || e.key != h[0].key || e.first != h[0].j {
-				c.fail("bucket %q tier %d: ready index entry is stale", b.sig, t)
-			}
+	if len(b.gates) > 0 && b.gate0 != b.gates[0].g.num+1 || len(b.gates) == 0 && b.gate0 != 0 || (b.flags&manyGates != 0) != (len(b.gates) > 1) {
+		c.fail("bucket %q: first gate not cached", b.sig)
+	}
+	switch b.queue.spec.Order {
+	case OrderFIFO:
+		c.list(b)
+	case OrderRandom:
+		if len(b.set) != int(b.queued) {
+			c.fail("bucket %q of %s: %d in its set, %d queued", b.sig, name, len(b.set), b.queued)
 		}
+	}
+	if b.visible() != (b.pos >= 0) {
+		c.fail("bucket %q tier %d: in ready index %v, should be %v", b.sig, b.tier, b.pos >= 0, b.visible())
+	} else if q := b.queue; b.pos >= 0 {
+		var stale bool
+		if q.spec.Order == OrderFIFO {
+			t := &q.tree[b.tier]
+			e := t.w[t.k+int(b.pos)]
+			stale = e.b != b.num || e.key != b.headKey || e.first != b.head
+		} else {
+			stale = q.sets[b.tier][b.pos] != b.num
+		}
+		if stale {
+			c.fail("bucket %q tier %d: ready index entry is stale", b.sig, b.tier)
+		}
+	}
+}
+
+// list walks a FIFO bucket's list: queued jobs of the bucket in key order,
+// each linked both ways, with the keys the bucket and the records repeat.
+func (c *checker) list(b *bucket) {
+	t := &c.s.jobs
+	n, prev := int32(0), noSlot
+	var prevKey uint64
+	for slot := b.head; slot != noSlot; slot = t.at(slot).next {
+		j := t.at(slot)
+		if n++; n > b.queued || j.bucket != b || j.state != stateQueued || c.listed[slot] != nil {
+			c.fail("bucket %q: list runs into job %q (%d of %d queued)", b.sig, j.id, n, b.queued)
+			return
+		}
+		c.listed[slot] = b
+		if prev == noSlot && (b.headKey != j.key) || prev != noSlot && (uint32(j.pos) != prev || prevKey != j.key || t.at(prev).key > j.key) {
+			c.fail("bucket %q: job %q is misplaced in its list", b.sig, j.id)
+		}
+		prev, prevKey = slot, j.nextKey
+	}
+	if n != b.queued || b.tail != prev {
+		c.fail("bucket %q: list of %d jobs ends at %d, bucket says %d jobs ending at %d", b.sig, n, prev, b.queued, b.tail)
 	}
 }
 
@@ -285,7 +382,7 @@ func (c *checker) liveGates(live map[*gate]int) {
 	s := c.s
 	for _, gs := range []map[string]*gate{s.keyGates, s.groups} {
 		for _, g := range gs {
-			if g.live != live[g] {
+			if int(g.live) != live[g] {
 				c.fail("gate %s: %d live buckets, recount %d", g.label(), g.live, live[g])
 			}
 		}
@@ -301,7 +398,7 @@ func (c *checker) workers() {
 		if w.id != id {
 			c.fail("worker %q filed under %q", w.id, id)
 		}
-		if len(w.jobs) > w.slots && c.startedSince(w.lowered, func(j *job) bool { return j.run.worker == w }) {
+		if len(w.jobs) > w.slots && c.startedSince(w.lowered, func(j *job) bool { return s.run(j).worker == w }) {
 			c.fail("worker %q: %d jobs on %d slots", id, len(w.jobs), w.slots)
 		}
 		shouldBeFree := w.push && w.free() > 0
@@ -309,7 +406,7 @@ func (c *checker) workers() {
 			c.fail("worker %q: in free list %v, should be %v", id, w.fpos >= 0, shouldBeFree)
 		}
 		for _, j := range w.jobs {
-			if j.run == nil || j.run.worker != w || s.jobs.get(j.id) != j {
+			if j.state != stateRunning || s.run(j).worker != w || s.jobs.get(j.id) != j {
 				c.fail("worker %q lists job %q that does not run there", id, j.id)
 			}
 		}
@@ -328,7 +425,7 @@ func (c *checker) queues() {
 		per[q] = &counts{}
 	}
 	for _, j := range s.jobs.all() {
-		n := per[j.queue]
+		n := per[j.queue()]
 		if n == nil {
 			continue
 		}
@@ -352,25 +449,42 @@ func (c *checker) queues() {
 		if q.strictOrder() && len(q.strict) != q.queued {
 			c.fail("strict queue %q: heap %d, queued %d", name, len(q.strict), q.queued)
 		}
-		for t := range q.ready {
-			c.readyIndex(name, q, t)
-		}
+		c.readyIndex(name, q)
 	}
 }
 
-// readyIndex checks one tier's ready index: every entry's bucket points
-// back at it, belongs to the queue, and (FIFO) the heap order holds.
-func (c *checker) readyIndex(name string, q *queue, t int) {
-	h := &q.ready[t]
-	if q.strictOrder() && h.len() > 0 {
-		c.fail("strict queue %q has a ready index", name)
+// readyIndex checks a queue's ready index: only its order's kind, every
+// entry's bucket points back at it and is visible (bucket checks the
+// converse), and each tree node holds the smaller of its children.
+func (c *checker) readyIndex(name string, q *queue) {
+	if len(q.tree) > 0 != (q.spec.Order == OrderFIFO) || len(q.sets) > 0 != (q.spec.Order == OrderRandom) {
+		c.fail("queue %q: ready index of another order", name)
 	}
-	for i, e := range h.items {
-		if e.b.queue != q || int(e.b.tiers[t].pos) != i {
-			c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
+	for t, set := range q.sets {
+		for i, n := range set {
+			if b := c.s.bkts.at(n); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
+				c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
+			}
 		}
-		if p := parent(i); h.ordered && i > 0 && h.items[p].key > e.key {
-			c.fail("queue %q tier %d: heap order broken at %d", name, t, i)
+	}
+	for tier := range q.tree {
+		t := &q.tree[tier]
+		free := map[int32]bool{}
+		for _, l := range t.free {
+			free[l] = true
+		}
+		for l := range t.k {
+			e := t.w[t.k+l]
+			if free[int32(l)] != (e.key == noKey) {
+				c.fail("queue %q tier %d: leaf %d free %v, key %d", name, tier, l, free[int32(l)], e.key)
+			} else if b := c.s.bkts.at(e.b); e.key != noKey && (b.queue != q || int(b.tier) != tier || int(b.pos) != l || !b.visible()) {
+				c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
+			}
+		}
+		for i := 1; i < t.k; i++ {
+			if l, r := t.w[2*i].key, t.w[2*i+1].key; t.w[i].key != min(l, r) {
+				c.fail("queue %q tier %d: tree node %d holds %d, children %d and %d", name, tier, i, t.w[i].key, l, r)
+			}
 		}
 	}
 }
@@ -406,8 +520,13 @@ func (s *Scheduler) Idle() error {
 		if q.queued+q.waiting+q.delayed+q.running != 0 {
 			errs = append(errs, fmt.Errorf("queue %q counts jobs", name))
 		}
-		for t := range q.ready {
-			if q.ready[t].len() != 0 {
+		for t := range q.tree {
+			if q.tree[t].len() != 0 {
+				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
+			}
+		}
+		for t := range q.sets {
+			if len(q.sets[t]) != 0 {
 				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
 			}
 		}

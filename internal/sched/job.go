@@ -24,28 +24,50 @@ const (
 	flagRunAfterFailure
 )
 
-// job is the core's record of a job. Rare parts (dependency links, the
-// running attempt) hang off pointers so that a queued job stays small.
+// job is the core's record of a job. Records live in a jobTable, 64 bytes
+// each, so that what a step reads of a job shares one cache line;
+// everything else refers to a job by its 32-bit slot. Rare parts
+// (dependency links, an own retry policy) hang off ext.
+//
+// pos depends on the state: a queued job of a FIFO queue sits in its
+// bucket's list (pos is the previous job's slot, next the next one's, and
+// nextKey the next one's sort key, so that taking the first job out tells
+// the key of the new first without reading its record); any other queued
+// or delayed job sits in a heap or set at index pos; a running job's
+// attempt is runs[pos].
 type job struct {
 	id      string
 	key     uint64 // sort key while queued; ready time while delayed
-	queue   *queue
+	nextKey uint64 // FIFO list: sort key of the next job
 	bucket  *bucket
-	deps    *depInfo
-	run     *runInfo
-	retry   *RetryPolicy // nil: the queue's policy
-	hidx    int32        // index in the heap that holds the job
+	slot    uint32 // the job's number in the table
+	pos     int32
+	next    uint32 // FIFO list: the next job's slot, or noSlot
+	ext     uint32 // index in jobTable.exts; 0: none
 	attempt uint16
 	prio    int16
 	tier    int8 // fixed tier, or 0 (queued as fast) for default tasks
 	state   jobState
 	flags   uint8
+	gen     uint8 // the slot's generation (see jobTable)
 }
 
-// depInfo links a job into its workflow.
-type depInfo struct {
-	pending    int32 // upstream jobs not finished yet
-	dependants []*job
+// noSlot marks the end of a FIFO list.
+const noSlot = ^uint32(0)
+
+// jobExt holds the rare parts of a job: its workflow links and its own
+// retry policy.
+type jobExt struct {
+	pending    int32     // upstream jobs not finished yet
+	dependants []depLink // downstream jobs
+	retry      *RetryPolicy
+}
+
+// depLink names a downstream job. Its slot may be reused once that job is
+// gone; ext tells the job it meant from a later one.
+type depLink struct {
+	ext  *jobExt
+	slot uint32
 }
 
 // runInfo is the running attempt of a job.
@@ -53,6 +75,7 @@ type runInfo struct {
 	worker   *worker
 	started  int64
 	startSeq uint64
+	job      uint32 // slot
 	tier     int8
 	wpos     int32 // index in worker.jobs
 	cpos     int32 // index in the running set of its class
@@ -61,11 +84,13 @@ type runInfo struct {
 func (j *job) isDefault() bool     { return j.flags&flagDefault != 0 }
 func (j *job) isInteractive() bool { return j.flags&flagInteractive != 0 }
 
-func (j *job) policy() RetryPolicy {
-	if j.retry != nil {
-		return *j.retry
+func (j *job) queue() *queue { return j.bucket.queue }
+
+func (s *Scheduler) policy(j *job) RetryPolicy {
+	if x := s.jobs.ext(j); x != nil && x.retry != nil {
+		return *x.retry
 	}
-	return j.queue.spec.Retry
+	return j.queue().spec.Retry
 }
 
 // validateJob checks a spec against the scheduler's configuration. known
@@ -75,11 +100,23 @@ func (s *Scheduler) validateJob(sp *JobSpec, known func(string) bool) error {
 		return fmt.Errorf("%w: empty id", ErrInvalidJob)
 	}
 	if s.jobs.get(sp.ID) != nil {
-		return fmt.Errorf("job %q: %w", sp.ID, ErrDuplicateJob)
+		return duplicate(sp.ID)
 	}
+	return s.checkSpec(sp, known)
+}
+
+func duplicate(id string) error { return fmt.Errorf("job %q: %w", id, ErrDuplicateJob) }
+
+// checkSpec is validateJob but for the id, which it does not check.
+func (s *Scheduler) checkSpec(sp *JobSpec, known func(string) bool) error {
 	if _, ok := s.queues[sp.Queue]; !ok {
 		return fmt.Errorf("job %q: queue %q: %w", sp.ID, sp.Queue, ErrUnknownQueue)
 	}
+	return s.checkFields(sp, known)
+}
+
+// checkFields is checkSpec but for the queue, which it does not check.
+func (s *Scheduler) checkFields(sp *JobSpec, known func(string) bool) error {
 	if !sp.Default && (sp.Tier < 0 || sp.Tier >= len(s.tiers)) {
 		return fmt.Errorf("%w: job %q: tier %d outside 0..%d", ErrInvalidJob, sp.ID, sp.Tier, len(s.tiers)-1)
 	}
@@ -94,7 +131,7 @@ func (s *Scheduler) validateJob(sp *JobSpec, known func(string) bool) error {
 			return fmt.Errorf("%w: job %q: key %q is empty or holds a NUL byte", ErrInvalidJob, sp.ID, k)
 		}
 	}
-	if strings.IndexByte(sp.Group, 0) >= 0 {
+	if sp.Group != "" && strings.IndexByte(sp.Group, 0) >= 0 {
 		return fmt.Errorf("%w: job %q: group holds a NUL byte", ErrInvalidJob, sp.ID)
 	}
 	if err := validateRetry(sp.Retry); err != nil {
@@ -123,72 +160,58 @@ func validateRetry(p *RetryPolicy) error {
 
 // newJob builds the job record; it does not link dependencies or queue it.
 func (s *Scheduler) newJob(sp *JobSpec) *job {
-	q := s.queues[sp.Queue]
-	j := s.allocJob()
-	*j = job{id: sp.ID, queue: q, hidx: -1, prio: int16(sp.Priority)}
+	b := s.bucketFor(s.queues[sp.Queue], sp.Keys, sp.Group, sp.Mode, specTier(sp), int16(sp.Priority))
+	return s.newJobIn(sp, b, s.jobs.hash(sp.ID))
+}
+
+// specTier is the tier a job queues in: its own, or 0 for default tasks.
+func specTier(sp *JobSpec) int8 {
+	if sp.Default {
+		return 0
+	}
+	return int8(sp.Tier)
+}
+
+// newJobIn builds the record of a job of bucket b whose id hashes to h.
+func (s *Scheduler) newJobIn(sp *JobSpec, b *bucket, h uint64) *job {
+	j := s.jobs.alloc()
+	j.id, j.pos, j.prio, j.tier, j.bucket = sp.ID, -1, int16(sp.Priority), specTier(sp), b
 	if sp.Default {
 		j.flags |= flagDefault
-	} else {
-		j.tier = int8(sp.Tier)
 	}
 	if sp.RunAfterFailure {
 		j.flags |= flagRunAfterFailure
 	}
 	if sp.Retry != nil {
 		p := *sp.Retry
-		j.retry = &p
+		s.jobs.addExt(j).retry = &p
 	}
-	j.bucket = s.bucketFor(q, sp.Keys, sp.Group, sp.Mode)
-	s.refBucket(j.bucket)
-	s.jobs.put(j)
+	s.refBucket(b)
+	s.jobs.put(j, h)
 	return j
 }
 
 // makeReady puts a job whose dependencies are done at the back of its queue.
 func (s *Scheduler) makeReady(j *job) {
-	j.key = sortKey(j.queue.orderPrio(j), s.nextSeq())
+	j.key = sortKey(j.queue().orderPrio(j), s.nextSeq())
 	s.enqueue(j)
 }
 
-// forget drops a finished job and tells its dependants.
+// forget drops a finished job, tells its dependants and frees its slot.
 func (s *Scheduler) forget(j *job, ok bool) {
 	j.state = stateDone
-	s.jobs.remove(j.id)
+	s.jobs.remove(j)
 	s.releaseBucket(j.bucket)
-	if j.deps != nil {
-		s.propagate(j, ok)
-		return
+	if x := s.jobs.ext(j); x != nil && len(x.dependants) > 0 {
+		s.propagate(x, ok)
 	}
-	s.recycle(j)
-}
-
-// maxFreeJobs bounds the job records kept for reuse.
-const maxFreeJobs = 1024
-
-// recycle keeps a finished job's record for reuse, which spares the
-// allocator and the garbage collector one object per job. Only jobs without
-// dependency links are recycled: nothing else points at a finished job.
-func (s *Scheduler) recycle(j *job) {
-	if len(s.freeJobs) < maxFreeJobs {
-		*j = job{state: stateDone}
-		s.freeJobs = append(s.freeJobs, j)
-	}
-}
-
-func (s *Scheduler) allocJob() *job {
-	if n := len(s.freeJobs); n > 0 {
-		j := s.freeJobs[n-1]
-		s.freeJobs[n-1] = nil
-		s.freeJobs = s.freeJobs[:n-1]
-		return j
-	}
-	return new(job)
+	s.jobs.release(j)
 }
 
 // retryOrFail decides the fate of an attempt that did not succeed; the job
 // is no longer running. It returns whether the job runs again and when.
 func (s *Scheduler) retryOrFail(j *job) (bool, time.Time) {
-	p := j.policy()
+	p := s.policy(j)
 	if int(j.attempt) >= max(1, p.MaxAttempts) {
 		s.stats.Failed++
 		s.forget(j, false)
@@ -202,8 +225,8 @@ func (s *Scheduler) retryOrFail(j *job) (bool, time.Time) {
 	}
 	at := s.now().Add(wait)
 	j.state = stateDelayed
-	j.queue.delayed++
-	s.delayed.push(uint64(at.UnixNano()), j)
+	j.queue().delayed++
+	s.delayed.push(&s.jobs, uint64(at.UnixNano()), j)
 	return true, at
 }
 
@@ -224,8 +247,8 @@ func backoff(p RetryPolicy, attempt int) time.Duration {
 // wakeDelayed moves retries whose backoff ended back into their queues.
 func (s *Scheduler) wakeDelayed(now int64) {
 	for len(s.delayed) > 0 && int64(s.delayed[0].key) <= now {
-		j := s.delayed.remove(0)
-		j.queue.delayed--
+		j := s.delayed.remove(&s.jobs, 0)
+		j.queue().delayed--
 		s.makeReady(j)
 	}
 }

@@ -7,14 +7,16 @@ import (
 )
 
 // queue holds a queue's ready jobs. FIFO and random queues keep, per tier, the
-// buckets whose gates are open (ordered by each bucket's first job for
-// FIFO); a strict queue keeps one heap of all its ready jobs, since only its
-// head may start.
+// buckets whose gates are open: in a tournament tree by each bucket's first
+// job (FIFO), or as a set (random); a strict queue keeps one heap of all its
+// ready jobs, since only its head may start.
 type queue struct {
 	spec    QueueSpec
-	ready   []bucketHeap
+	num     uint32       // tells queues apart in bucket identities
+	tree    []winnerTree // FIFO: per tier
+	sets    []bucketSet  // random: per tier
 	strict  jobHeap
-	buckets map[string]*bucket // by signature (see signature)
+	buckets []*bucket // every bucket of the queue, idle ones included
 
 	queued, waiting, delayed, running int
 }
@@ -48,9 +50,11 @@ func (s *Scheduler) DefineQueue(spec QueueSpec) error {
 	spec.Requires = dedupe(spec.Requires)
 	q, ok := s.queues[spec.Name]
 	if !ok {
-		q = &queue{spec: spec, buckets: map[string]*bucket{}}
+		s.queueSeq++
+		q = &queue{spec: spec, num: s.queueSeq}
 		q.resetReady(len(s.tiers))
 		s.queues[spec.Name] = q
+		s.queueNames.clear()
 	} else {
 		reorder := q.spec.Order != spec.Order
 		q.spec = spec
@@ -73,26 +77,41 @@ func (s *Scheduler) RemoveQueue(name string) error {
 	if q.running > 0 {
 		return fmt.Errorf("queue %q: %w (%d)", name, ErrQueueBusy, q.running)
 	}
-	var victims []*job
+	var victims []string
 	for _, j := range s.jobs.all() {
-		if j.queue == q {
-			victims = append(victims, j)
+		if j.queue() == q {
+			victims = append(victims, j.id)
 		}
 	}
-	slices.SortFunc(victims, func(a, b *job) int { return cmp.Compare(a.id, b.id) })
-	for _, j := range victims {
-		if j.state != stateDone {
+	slices.Sort(victims)
+	for _, id := range victims {
+		// A victim may be gone already: cancelled as a dependant of
+		// another, its slot perhaps reused.
+		if j := s.jobs.get(id); j != nil {
 			s.cancel(j, true)
 		}
 	}
-	for _, b := range q.buckets {
-		if b.idle {
+	for _, b := range slices.Clone(q.buckets) {
+		if b.refs == 0 {
 			s.dropBucket(b)
 		}
 	}
 	delete(s.queues, name)
+	s.queueNames.clear()
 	s.sortQueues()
 	return nil
+}
+
+// queue returns the queue with this name, or nil.
+func (s *Scheduler) queue(name string) *queue {
+	if q := s.queueNames.get(name); q != nil {
+		return q
+	}
+	q := s.queues[name]
+	if q != nil {
+		s.queueNames.put(name, q)
+	}
+	return q
 }
 
 func (s *Scheduler) sortQueues() {
@@ -106,134 +125,133 @@ func (s *Scheduler) sortQueues() {
 		}
 		return cmp.Compare(a.spec.Name, b.spec.Name)
 	})
-}
-
-// queueOrder lists active queues by priority, shuffling each run of equal
-// priorities so that ties are broken at random.
-func (s *Scheduler) queueOrder() []*queue {
-	out := s.scratch[:0]
+	s.active, s.ties = s.active[:0], s.ties[:0]
 	for _, q := range s.byPrio {
-		if !q.spec.Paused {
-			out = append(out, q)
+		if q.spec.Paused {
+			continue
 		}
+		if n := len(s.active); n == 0 || s.active[n-1].spec.Priority != q.spec.Priority {
+			s.ties = append(s.ties, int32(n))
+		}
+		s.active = append(s.active, q)
 	}
-	for i := 0; i < len(out); {
-		k := i + 1
-		for k < len(out) && out[k].spec.Priority == out[i].spec.Priority {
-			k++
-		}
-		if k-i > 1 {
-			run := out[i:k]
-			s.rng.Shuffle(len(run), func(a, b int) { run[a], run[b] = run[b], run[a] })
-		}
-		i = k
-	}
-	s.scratch = out
-	return out
 }
 
 func (q *queue) resetReady(tiers int) {
-	q.ready = make([]bucketHeap, tiers)
-	for t := range q.ready {
-		q.ready[t] = bucketHeap{tier: t, ordered: q.spec.Order == OrderFIFO}
+	q.tree, q.sets, q.strict = nil, nil, nil
+	switch q.spec.Order {
+	case OrderFIFO:
+		q.tree = make([]winnerTree, tiers)
+	case OrderRandom:
+		q.sets = make([]bucketSet, tiers)
 	}
-	q.strict = nil
 }
 
-// refile moves a queue's ready jobs into the structures of its new order.
+// refile moves a queue's jobs into the structures of its new order: ready
+// jobs are filed again in their order, and jobs in any state move to the
+// buckets of the new order (FIFO buckets split by priority).
 func (s *Scheduler) refile(q *queue) {
 	var ready []*job
 	for _, j := range s.jobs.all() {
-		if j.queue == q && j.state == stateQueued {
+		if j.queue() != q {
+			continue
+		}
+		if j.state == stateQueued {
 			ready = append(ready, j)
+		}
+		if want := bucketPrio(q, j.prio); j.bucket.prio != want {
+			old := j.bucket
+			j.bucket = s.bucketLike(old, want)
+			s.refBucket(j.bucket)
+			s.releaseBucket(old)
 		}
 	}
 	slices.SortFunc(ready, func(a, b *job) int { return cmp.Compare(a.key, b.key) })
+	q.resetReady(len(s.tiers))
+	for _, b := range q.buckets {
+		b.queued, b.pos, b.head, b.tail, b.set = 0, -1, noSlot, noSlot, nil
+	}
+	q.queued -= len(ready)
 	for _, j := range ready {
 		j.key = sortKey(q.orderPrio(j), j.key&seqMask)
-	}
-	q.resetReady(len(s.tiers))
-	q.queued -= len(ready)
-	// Buckets of a strict queue carry no per-tier heaps and vice versa.
-	for _, b := range q.buckets {
-		b.queued = 0
-		b.resetTiers(len(s.tiers), q.strictOrder())
-	}
-	for _, j := range ready {
 		s.enqueue(j)
 	}
 }
 
 // enqueue files a ready job in its queue.
 func (s *Scheduler) enqueue(j *job) {
-	q := j.queue
+	b := j.bucket
+	q := b.queue
 	j.state = stateQueued
 	q.queued++
-	j.bucket.queued++
-	if q.strictOrder() {
-		q.strict.push(j.key, j)
+	b.queued++
+	switch q.spec.Order {
+	case OrderStrict:
+		q.strict.push(&s.jobs, j.key, j)
+		return
+	case OrderRandom:
+		b.set.add(j)
+		if b.closed == 0 && b.pos < 0 {
+			q.sets[b.tier].add(b)
+		}
 		return
 	}
-	b, t := j.bucket, int(j.tier)
-	bt := &b.tiers[t]
-	if q.spec.Order == OrderRandom {
-		bt.jobs.add(j.key, j)
-	} else {
-		bt.jobs.push(j.key, j)
-	}
-	if b.closed > 0 {
-		return
-	}
-	if bt.pos < 0 {
-		q.ready[t].push(j.key, b, j)
-	} else if j.hidx == 0 {
-		q.ready[t].rekey(int(bt.pos), j.key, j)
+	s.listPush(b, j)
+	if b.closed == 0 && b.pos < 0 {
+		q.tree[b.tier].add(b, b.headKey, b.head)
 	}
 }
 
 // dequeue takes a queued job out of its queue.
 func (s *Scheduler) dequeue(j *job) {
-	q := j.queue
+	b := j.bucket
+	q := b.queue
 	q.queued--
-	j.bucket.queued--
-	if q.strictOrder() {
-		q.strict.remove(int(j.hidx))
+	b.queued--
+	switch q.spec.Order {
+	case OrderStrict:
+		q.strict.remove(&s.jobs, int(j.pos))
+		return
+	case OrderRandom:
+		b.set.swapRemove(&s.jobs, int(j.pos))
+		if b.pos >= 0 && b.queued == 0 {
+			q.sets[b.tier].remove(&s.bkts, b)
+		}
 		return
 	}
-	b, t := j.bucket, int(j.tier)
-	bt := &b.tiers[t]
-	wasFirst := j.hidx == 0
-	if q.spec.Order == OrderRandom {
-		bt.jobs.swapRemove(int(j.hidx))
-	} else {
-		bt.jobs.remove(int(j.hidx))
-	}
-	if bt.pos < 0 {
+	wasFirst := b.head == j.slot
+	s.listRemove(b, j)
+	if b.pos < 0 {
 		return
 	}
-	if len(bt.jobs) == 0 {
-		q.ready[t].remove(int(bt.pos))
+	if b.queued == 0 {
+		q.tree[b.tier].remove(b)
 	} else if wasFirst {
-		first := bt.jobs[0]
-		q.ready[t].rekey(int(bt.pos), first.key, first.j)
+		q.tree[b.tier].update(b, b.headKey, b.head)
 	}
 }
 
 // hide takes a bucket whose gate closed out of the ready index.
-func (q *queue) hide(b *bucket) {
-	for t := range b.tiers {
-		if pos := b.tiers[t].pos; pos >= 0 {
-			q.ready[t].remove(int(pos))
-		}
+func (s *Scheduler) hide(b *bucket) {
+	if b.pos < 0 {
+		return
+	}
+	if q := b.queue; q.spec.Order == OrderFIFO {
+		q.tree[b.tier].remove(b)
+	} else {
+		q.sets[b.tier].remove(&s.bkts, b)
 	}
 }
 
 // show puts a bucket whose gates all opened back into the ready index.
-func (q *queue) show(b *bucket) {
-	for t := range b.tiers {
-		if h := b.tiers[t].jobs; len(h) > 0 {
-			q.ready[t].push(h[0].key, b, h[0].j)
-		}
+func (s *Scheduler) show(b *bucket) {
+	if !b.visible() {
+		return
+	}
+	if q := b.queue; q.spec.Order == OrderFIFO {
+		q.tree[b.tier].add(b, b.headKey, b.head)
+	} else {
+		q.sets[b.tier].add(b)
 	}
 }
 
@@ -243,42 +261,47 @@ func (q *queue) show(b *bucket) {
 func (s *Scheduler) head(q *queue, below int) *job {
 	switch q.spec.Order {
 	case OrderStrict:
-		j := q.strict.top()
-		if j == nil || j.bucket.closed > 0 || int(j.tier) >= below {
+		if len(q.strict) == 0 {
+			return nil
+		}
+		j := s.jobs.at(q.strict.top())
+		if j.bucket.closed > 0 || int(j.tier) >= below {
 			return nil
 		}
 		return j
 	case OrderRandom:
 		return s.randomHead(q, below)
 	}
-	var best *bucketEntry
+	best := treeEntry{key: noKey}
 	for t := 0; t < below; t++ {
-		if h := &q.ready[t]; len(h.items) > 0 && (best == nil || h.items[0].key < best.key) {
-			best = &h.items[0]
+		if e, ok := q.tree[t].top(); ok && e.key < best.key {
+			best = e
 		}
 	}
-	if best == nil {
+	if best.key == noKey {
 		return nil
 	}
-	return best.first
+	return s.jobs.at(best.first)
 }
 
+// randomHead picks a random visible bucket of the tiers below limit, then a
+// random job in it (seed 004's two randints).
 func (s *Scheduler) randomHead(q *queue, below int) *job {
 	total := 0
 	for t := 0; t < below; t++ {
-		total += q.ready[t].len()
+		total += len(q.sets[t])
 	}
 	if total == 0 {
 		return nil
 	}
 	r := s.rng.IntN(total)
 	for t := 0; t < below; t++ {
-		if n := q.ready[t].len(); r >= n {
+		if n := len(q.sets[t]); r >= n {
 			r -= n
 			continue
 		}
-		jobs := q.ready[t].items[r].b.tiers[t].jobs
-		return jobs[s.rng.IntN(len(jobs))].j
+		set := s.bkts.at(q.sets[t][r]).set
+		return s.jobs.at(set[s.rng.IntN(len(set))])
 	}
 	return nil
 }

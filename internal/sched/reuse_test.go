@@ -35,7 +35,7 @@ func TestReusedRecordStartsClean(t *testing.T) {
 	h.complete("old", Succeeded)
 	h.submit(JobSpec{ID: "new", Queue: "q"})
 	j := h.s.jobs.get("new")
-	if j.prio != 0 || j.attempt != 0 || len(j.bucket.gates) != 0 || j.run != nil {
+	if j.prio != 0 || j.attempt != 0 || len(j.bucket.gates) != 0 || j.state != stateQueued || j.ext != 0 {
 		t.Fatalf("reused record kept state of the old job: %+v", *j)
 	}
 	wantIDs(t, "pulled", h.pull("a", 1), "new")

@@ -23,20 +23,31 @@ type Scheduler struct {
 
 	queues      map[string]*queue
 	byPrio      []*queue // highest priority first, then by name
-	jobs        jobIndex
-	nbuckets    int       // buckets of all queues, idle ones included
-	idleList    []*bucket // buckets that became idle since the last sweep
+	active      []*queue // byPrio without paused queues
+	ties        []int32  // where each run of equal priorities starts in active
+	jobs        jobTable // every live job's record, by slot and by id
+	runs        []runInfo
+	runFree     []int32     // free indexes in runs
+	runHints    runHints    // running jobs by the identity of their id
+	queueSeq    uint32      // numbers queues
+	bkts        bucketTable // buckets of all queues
+	nbuckets    int         // buckets of all queues, idle ones included
+	idleList    []*bucket   // buckets that became idle since the last sweep
 	idleBuckets int
 	keyGates    map[string]*gate
+	gcs         gateTable // counters of every gate
 	groups      map[string]*gate
 	keyLimit    keyLimits
 	reads       *gate // mode gates (seed 002): closed while the other mode runs
 	writes      *gate
 
-	workers  map[string]*worker
-	pools    map[string]*pool
-	poolList []*pool // in creation order, for determinism
-	delayed  jobHeap // retries waiting out their backoff, keyed by ready time
+	workers map[string]*worker
+	// Caches in front of the queues and workers maps, for Submit and Pull.
+	queueNames  nameCache[queue]
+	workerNames nameCache[worker]
+	pools       map[string]*pool
+	poolList    []*pool // in creation order, for determinism
+	delayed     jobHeap // retries waiting out their backoff, keyed by ready time
 
 	seq      uint64 // ready sequence: FIFO order inside a queue
 	startSeq uint64 // counts starts; lets invariants tell old from new
@@ -44,10 +55,8 @@ type Scheduler struct {
 	learned  learnedDurations
 	stats    Counters
 
-	scratch  []*queue
-	runFree  []*runInfo
-	freeJobs []*job   // finished job records kept for reuse
-	tierLow  []uint64 // startSeq when a tier limit last fell below its count
+	order   []int32  // cycle's scratch: indexes in active
+	tierLow []uint64 // startSeq when a tier limit last fell below its count
 }
 
 // Counters are running totals since the scheduler was created.
@@ -82,15 +91,17 @@ func New(cfg Config) (*Scheduler, error) {
 		defaults: make([][]*job, n),
 		tierLow:  make([]uint64, n),
 		queues:   map[string]*queue{},
-		jobs:     newJobIndex(),
+		jobs:     newJobTable(),
+		bkts:     newBucketTable(),
+		runHints: newRunHints(),
 		keyGates: map[string]*gate{},
 		groups:   map[string]*gate{},
 		workers:  map[string]*worker{},
 		pools:    map[string]*pool{},
 	}
 	s.keyLimit.exact = map[string]int{}
-	s.reads = &gate{name: "mode:read", kind: gateMode, limit: unlimited}
-	s.writes = &gate{name: "mode:write", kind: gateMode, limit: unlimited}
+	s.reads = s.newGate("mode:read", gateMode, unlimited)
+	s.writes = s.newGate("mode:write", gateMode, unlimited)
 	s.reads.opposite, s.writes.opposite = s.writes, s.reads
 	s.learned.init(s.tiers)
 	s.recomputeTierLimits()

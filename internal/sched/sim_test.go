@@ -189,7 +189,7 @@ func TestFreeSlotServesWhileAnotherWorkerIsOvercommitted(t *testing.T) {
 	h := overcommitted(t)
 	h.submit(JobSpec{ID: "f3", Queue: "asy"})
 	wantIDs(t, "started", h.dispatch(), "f3")
-	if w := h.s.jobs.get("f3").run.worker.id; w != "b2" {
+	if w := h.s.run(h.s.jobs.get("f3")).worker.id; w != "b2" {
 		t.Fatalf("f3 runs on %s, want the free b2", w)
 	}
 }

@@ -61,7 +61,7 @@ type WorkerUsage struct {
 
 // Snapshot returns the current state, sorted by name throughout.
 func (s *Scheduler) Snapshot() Snapshot {
-	snap := Snapshot{Interactive: len(s.interactive), Reads: s.reads.running, Writes: s.writes.running,
+	snap := Snapshot{Interactive: len(s.interactive), Reads: int(s.reads.running), Writes: int(s.writes.running),
 		Slots: s.totalSlots, Counters: s.stats}
 	for k, t := range s.tiers {
 		snap.Tiers = append(snap.Tiers, TierUsage{Name: t.Name, Duration: t.Duration,
@@ -100,9 +100,9 @@ func (s *Scheduler) blockedIn(q *queue, u *QueueUsage) {
 		if u.BlockedBy == nil {
 			u.BlockedBy = map[string]int{}
 		}
-		for _, g := range b.gates {
-			if g.closed {
-				u.BlockedBy[g.label()] += n
+		for _, r := range b.gates {
+			if r.g.closed {
+				u.BlockedBy[r.g.label()] += n
 			}
 		}
 	}
@@ -120,8 +120,8 @@ func (s *Scheduler) queuedPerGate() map[*gate]int {
 	out := map[*gate]int{}
 	for _, q := range s.queues {
 		for _, b := range q.buckets {
-			for _, g := range b.gates {
-				out[g] += int(b.queued)
+			for _, r := range b.gates {
+				out[r.g] += int(b.queued)
 			}
 		}
 	}
@@ -138,7 +138,7 @@ func gateUsage(gates map[string]*gate, queued map[*gate]int) []KeyUsage {
 		if l == unlimited {
 			l = 0
 		}
-		out = append(out, KeyUsage{Key: g.name, Running: g.running, Limit: l, Queued: queued[g]})
+		out = append(out, KeyUsage{Key: g.name, Running: int(g.running), Limit: l, Queued: queued[g]})
 	}
 	slices.SortFunc(out, func(a, b KeyUsage) int { return cmp.Compare(a.Key, b.Key) })
 	return out

@@ -147,8 +147,8 @@ func (s *Scheduler) downgradeAll() {
 // downgrade moves a running default task to a faster tier and tells the
 // driver, with StopNow when the task already ran past the new tier.
 func (s *Scheduler) downgrade(j *job, to int) {
-	r := j.run
 	s.setRunTier(j, to)
+	r := s.run(j)
 	s.stats.Downgrades++
 	d := s.tiers[to].Duration
 	elapsed := time.Duration(s.nowNS() - r.started)
@@ -158,7 +158,7 @@ func (s *Scheduler) downgrade(j *job, to int) {
 
 // setRunTier moves a running job between tiers (and default sets).
 func (s *Scheduler) setRunTier(j *job, to int) {
-	r := j.run
+	r := s.run(j)
 	s.running[r.tier]--
 	if j.isDefault() {
 		s.removeFromSet(&s.defaults[r.tier], j)
@@ -171,15 +171,15 @@ func (s *Scheduler) setRunTier(j *job, to int) {
 }
 
 func (s *Scheduler) addToSet(set *[]*job, j *job) {
-	j.run.cpos = int32(len(*set))
+	s.run(j).cpos = int32(len(*set))
 	*set = append(*set, j)
 }
 
 func (s *Scheduler) removeFromSet(set *[]*job, j *job) {
-	i, last := j.run.cpos, len(*set)-1
+	i, last := s.run(j).cpos, len(*set)-1
 	if int(i) != last {
 		(*set)[i] = (*set)[last]
-		(*set)[i].run.cpos = i
+		s.run((*set)[i]).cpos = i
 	}
 	(*set)[last] = nil
 	*set = (*set)[:last]
@@ -191,7 +191,7 @@ func (s *Scheduler) removeFromSet(set *[]*job, j *job) {
 func (s *Scheduler) haltForQueue(p *pool) bool {
 	n := 0
 	for _, j := range s.interactive {
-		if j.run.worker.pool == p {
+		if s.run(j).worker.pool == p {
 			n++
 		}
 	}
@@ -200,7 +200,7 @@ func (s *Scheduler) haltForQueue(p *pool) bool {
 	}
 	pick := s.rng.IntN(n)
 	for _, j := range s.interactive {
-		if j.run.worker.pool != p {
+		if s.run(j).worker.pool != p {
 			continue
 		}
 		if pick == 0 {
@@ -213,7 +213,7 @@ func (s *Scheduler) haltForQueue(p *pool) bool {
 }
 
 func (s *Scheduler) halt(j *job) {
-	w, attempt := j.run.worker, int(j.attempt)
+	w, attempt := s.run(j).worker, int(j.attempt)
 	s.release(j)
 	s.stats.Halts++
 	s.emit(Event{Kind: EventHalted, JobID: j.id, WorkerID: w.id, Attempt: attempt})
@@ -243,7 +243,7 @@ func (s *Scheduler) StartInteractive(spec JobSpec) (Assignment, error) {
 	if w == nil {
 		s.stats.Denials++
 		if v := s.randomDefault(1); v != nil {
-			s.downgrade(v, int(v.run.tier)-1)
+			s.downgrade(v, int(s.run(v).tier)-1)
 		}
 		return Assignment{}, fmt.Errorf("interactive job %q: %w", spec.ID, ErrDenied)
 	}

@@ -15,10 +15,29 @@ func (s *Scheduler) Submit(spec JobSpec) error {
 	if len(spec.After) > 0 {
 		return s.SubmitWorkflow([]JobSpec{spec}, nil)
 	}
-	if err := s.validateJob(&spec, nil); err != nil {
-		return err
+	q := s.queue(spec.Queue)
+	if spec.ID == "" || q == nil || s.checkFields(&spec, nil) != nil {
+		return s.validateJob(&spec, nil) // the first error, in its usual order
 	}
-	s.makeReady(s.newJob(&spec))
+	// The duplicate check and the bucket lookup each start with a cache
+	// line that, with a million jobs queued, is rarely in cache: load the
+	// two together, so that their misses overlap, and look the bucket up
+	// (it reads its record, another likely miss) before the duplicate
+	// check branches on the index line, so that a mispredicted branch
+	// there does not throw that work away.
+	keys := dedupe(spec.Keys)
+	sig := signature(keys, spec.Group, spec.Mode)
+	tier, prio := specTier(&spec), bucketPrio(q, int16(spec.Priority))
+	h, bh := s.jobs.hash(spec.ID), s.bkts.hash(q, sig, tier, prio)
+	ie, be := s.jobs.index.home(h), s.bkts.find.home(bh)
+	b := s.bkts.lookupFrom(q, sig, tier, prio, bh, be)
+	if s.jobs.getFrom(spec.ID, h, ie) != nil {
+		return duplicate(spec.ID)
+	}
+	if b == nil {
+		b = s.bucketFor(q, keys, spec.Group, spec.Mode, tier, prio)
+	}
+	s.makeReady(s.newJobIn(&spec, b, h))
 	return nil
 }
 
@@ -62,11 +81,11 @@ func (s *Scheduler) SubmitWorkflow(specs []JobSpec, edges []Edge) error {
 		}
 	}
 	for _, j := range jobs {
-		if j.deps == nil || j.deps.pending == 0 {
+		if x := s.jobs.ext(j); x == nil || x.pending == 0 {
 			s.makeReady(j)
 		} else {
 			j.state = stateWaiting
-			j.queue.waiting++
+			j.queue().waiting++
 		}
 	}
 	return nil
@@ -160,50 +179,45 @@ func cycleError(specs []JobSpec, stack []frame, at int) error {
 }
 
 func (s *Scheduler) link(up, down *job) {
-	if up.deps == nil {
-		up.deps = &depInfo{}
-	}
-	up.deps.dependants = append(up.deps.dependants, down)
-	if down.deps == nil {
-		down.deps = &depInfo{}
-	}
-	down.deps.pending++
+	d := s.jobs.addExt(down)
+	u := s.jobs.addExt(up)
+	u.dependants = append(u.dependants, depLink{ext: d, slot: down.slot})
+	d.pending++
 }
 
-// propagate tells j's dependants that j finished (ok: succeeded). It works
-// through cancellations with an explicit stack, so long chains do not
-// recurse.
-func (s *Scheduler) propagate(j *job, ok bool) {
+// propagate tells the dependants of a finished job (x: its links) that it
+// finished (ok: succeeded). It works through cancellations with an
+// explicit stack, so long chains do not recurse. A link whose job is gone
+// (its slot free, or reused by a job with other links) is skipped.
+func (s *Scheduler) propagate(x *jobExt, ok bool) {
 	type note struct {
-		j  *job
-		ok bool
+		deps []depLink
+		ok   bool
 	}
-	stack := []note{{j, ok}}
+	stack := []note{{x.dependants, ok}}
+	x.dependants = nil
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if n.j.deps == nil {
-			continue
-		}
-		deps := n.j.deps.dependants
-		n.j.deps.dependants = nil
-		for _, d := range deps {
-			if d.state != stateWaiting {
+		for _, l := range n.deps {
+			d := s.jobs.at(l.slot)
+			if s.jobs.ext(d) != l.ext || d.state != stateWaiting {
 				continue
 			}
 			if !n.ok && d.flags&flagRunAfterFailure == 0 {
-				d.queue.waiting--
+				d.queue().waiting--
 				s.stats.Cancelled++
 				s.emit(Event{Kind: EventCancelled, JobID: d.id})
-				d.state = stateDone
-				s.jobs.remove(d.id)
+				stack = append(stack, note{l.ext.dependants, false})
+				l.ext.dependants = nil
+				s.jobs.remove(d)
 				s.releaseBucket(d.bucket)
-				stack = append(stack, note{d, false})
+				s.jobs.release(d)
 				continue
 			}
-			d.deps.pending--
-			if d.deps.pending == 0 {
-				d.queue.waiting--
+			l.ext.pending--
+			if l.ext.pending == 0 {
+				d.queue().waiting--
 				s.makeReady(d)
 			}
 		}
