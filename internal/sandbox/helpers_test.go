@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,23 +159,29 @@ func assertGone(t testing.TB, run *Run) {
 	if run.proc.pidNS == 0 {
 		t.Fatal("no PID namespace recorded")
 	}
-	if pids := pidsInNamespace(t, run.proc.pidNS); len(pids) > 0 {
+	// The kernel reuses a dead namespace's inode number at once, so a
+	// sandbox started later (by a parallel test) may carry the same one:
+	// only processes started before this run ended can be its own.
+	ended := run.start.Add(run.outcome.Time + 100*time.Millisecond)
+	if pids := pidsInNamespace(t, run.proc.pidNS, ended); len(pids) > 0 {
 		t.Errorf("processes of the task survive: %v", pids)
 	}
 }
 
-// pidsInNamespace lists host processes whose PID namespace is ns.
-func pidsInNamespace(t testing.TB, ns uint64) []string {
+// pidsInNamespace lists host processes whose PID namespace is ns and that
+// started no later than notAfter.
+func pidsInNamespace(t testing.TB, ns uint64, notAfter time.Time) []string {
 	t.Helper()
 	want := fmt.Sprintf("pid:[%d]", ns)
 	procs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		t.Fatal(err)
 	}
+	boot := bootTime(t)
 	var found []string
 	for _, p := range procs {
 		link, err := os.Readlink(p + "/ns/pid")
-		if err == nil && link == want {
+		if err == nil && link == want && !processStart(p, boot).After(notAfter.Add(startSlack)) {
 			comm, _ := os.ReadFile(p + "/comm")
 			found = append(found, filepath.Base(p)+":"+strings.TrimSpace(string(comm)))
 		}
@@ -199,4 +206,42 @@ func checkNextTask(t testing.TB, r *Runner) {
 	if s.imageCount() != 1 || !HasMagic(FormatSVG, s.image(0)) {
 		t.Fatalf("next task: %d images", s.imageCount())
 	}
+}
+
+// startSlack covers the 10 ms granularity of process start times and of
+// the boot time they are counted from.
+const startSlack = 30 * time.Millisecond
+
+// bootTime is when the machine booted, to 10 ms: now minus /proc/uptime.
+func bootTime(t testing.TB) time.Time {
+	t.Helper()
+	now := time.Now()
+	data, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := strconv.ParseFloat(strings.Fields(string(data))[0], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.Add(-time.Duration(up * float64(time.Second)))
+}
+
+// processStart is when the process at procDir started (field 22 of its
+// stat, in clock ticks of 1/100 s since boot); the zero time if unknown.
+func processStart(procDir string, boot time.Time) time.Time {
+	data, err := os.ReadFile(procDir + "/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	i := strings.LastIndexByte(string(data), ')') // the command name may hold spaces
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 20 {
+		return time.Time{}
+	}
+	ticks, err := strconv.ParseInt(fields[19], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return boot.Add(time.Duration(ticks) * 10 * time.Millisecond)
 }
