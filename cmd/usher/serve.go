@@ -17,12 +17,13 @@ type serveOptions struct {
 	logLevel                          slog.Level
 	sandbox                           sandboxFlags
 	cacheBytes, uploadBytes, maxBytes byteSize
+	shareBytes                        byteSize
 }
 
 func newServeCommand() *cobra.Command {
 	var (
 		cfg service.Config
-		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20}
+		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -42,6 +43,7 @@ aborts them.`,
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: o.logLevel}))
 			cfg.Sandbox = o.sandbox.config(cfg.Logger)
 			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
+			cfg.ShareBytes = int64(o.shareBytes)
 			cfg.Sandbox.Limits.Files, cfg.Sandbox.Limits.Upload = cfg.Queue.MaxFiles, cfg.Queue.MaxUpload
 			svc, err := service.New(cfg)
 			if err != nil {
@@ -61,6 +63,7 @@ aborts them.`,
 	f.IntVar(&cfg.Dispatcher.MaxQueuedPerClient, "max-queued-per-client", 20, "most tasks one client address may have waiting")
 	f.Var(&o.cacheBytes, "cache-bytes", "result cache bound (0 turns the cache off)")
 	f.Var(&o.uploadBytes, "upload-store-bytes", "bound of the store of recent uploads that restore reads")
+	f.Var(&o.shareBytes, "share-bytes", "the most content one shared project holds")
 	f.IntVar(&cfg.Queue.MaxFiles, "max-files", 32, "most files in one task")
 	f.Var(&o.maxBytes, "max-upload", "most bytes of all files of one task")
 	f.DurationVar(&cfg.Queue.IdleBeforeRun, "idle-before-run", time.Minute, "a client must send run this soon after connecting")

@@ -34,6 +34,12 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c Config) WithDefaults() Config {
+	c.setDefaults()
+	return c
+}
+
 func (c *Config) setDefaults() {
 	if c.MaxFiles <= 0 {
 		c.MaxFiles = 32

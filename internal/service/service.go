@@ -27,6 +27,7 @@ import (
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/sqlitedb"
 	"github.com/usherhq/usher/internal/uploads"
 )
@@ -48,6 +49,8 @@ type Config struct {
 	// CacheBytes bounds the result cache; 0 turns it off.
 	CacheBytes  int64
 	UploadBytes int64 // bound of the restore store
+	// ShareBytes bounds the content of one shared project (default 256 KiB).
+	ShareBytes int64
 	// ShutdownGrace is how long running tasks may finish after a stop signal.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
@@ -62,9 +65,14 @@ type Service struct {
 	handler  http.Handler
 	registry *prometheus.Registry
 	runner   *sandbox.Runner
-	ready    atomic.Bool
-	stopAll  context.CancelFunc
-	ctx      context.Context
+	shares   *shares.Store
+	queueCfg asyqueue.Config // with defaults applied
+	// asyVersion is asy's version line, shown by /api/info and part of
+	// the result cache's key.
+	asyVersion string
+	ready      atomic.Bool
+	stopAll    context.CancelFunc
+	ctx        context.Context
 }
 
 // New opens the data file, checks the sandbox and wires every part.
@@ -109,6 +117,14 @@ func (s *Service) open(ctx context.Context) error {
 	if qcfg.AsyVersion == "" {
 		qcfg.AsyVersion = asyVersion(ctx)
 	}
+	s.asyVersion, s.queueCfg = qcfg.AsyVersion, qcfg.WithDefaults()
+	shareBytes := s.cfg.ShareBytes
+	if shareBytes <= 0 {
+		shareBytes = 256 << 10
+	}
+	if s.shares, err = shares.Open(ctx, db, s.queueCfg.MaxFiles, shareBytes); err != nil {
+		return err
+	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := asyqueue.NewMetrics(s.registry, s.d)
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
@@ -146,6 +162,9 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/info", s.apiInfo)
+	mux.HandleFunc("POST /api/shares", s.apiPostShare)
+	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
 	mux.HandleFunc("GET /{$}", indexPage)
 	return mux
 }

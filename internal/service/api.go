@@ -1,0 +1,126 @@
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/usherhq/usher/internal/shares"
+)
+
+// The web app's JSON endpoints (docs/api.md): what the server offers, and
+// shared projects.
+
+// info is the body of GET /api/info.
+type info struct {
+	AsyVersion string   `json:"asyVersion"`
+	Timeouts   []int64  `json:"timeouts"`
+	Formats    []string `json:"formats"`
+	MaxFiles   int      `json:"maxFiles"`
+	MaxUpload  int64    `json:"maxUpload"`
+	MaxShare   int64    `json:"maxShare"`
+}
+
+func (s *Service) apiInfo(w http.ResponseWriter, _ *http.Request) {
+	body := info{
+		AsyVersion: s.asyVersion,
+		Formats:    []string{"svg", "pdf", "png"},
+		MaxFiles:   s.queueCfg.MaxFiles,
+		MaxUpload:  s.queueCfg.MaxUpload,
+		MaxShare:   s.shares.MaxBytes(),
+	}
+	for _, d := range s.d.Timeouts() {
+		body.Timeouts = append(body.Timeouts, d.Milliseconds())
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// shareRequest is the body of POST /api/shares.
+type shareRequest struct {
+	Files []shares.File `json:"files"`
+}
+
+type shareResponse struct {
+	ID    string        `json:"id"`
+	URL   string        `json:"url,omitempty"`
+	Files []shares.File `json:"files,omitempty"`
+}
+
+func (s *Service) apiPostShare(w http.ResponseWriter, r *http.Request) {
+	// JSON escaping may double the content; the store checks the real size.
+	r.Body = http.MaxBytesReader(w, r.Body, 2*s.shares.MaxBytes()+64<<10)
+	var req shareRequest
+	if err := decodeStrict(r.Body, &req); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	id, created, err := s.shares.Put(r.Context(), req.Files)
+	switch {
+	case errors.Is(err, shares.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	case errors.Is(err, shares.ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		s.cfg.Logger.Error("share: store failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "the share could not be stored")
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, shareResponse{ID: id, URL: "/s/" + id})
+}
+
+func (s *Service) apiGetShare(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	files, err := s.shares.Get(r.Context(), id)
+	switch {
+	case errors.Is(err, shares.ErrBadID):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("\"id\" %q is not a share id", id))
+	case errors.Is(err, shares.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no share %q", id))
+	case err != nil:
+		s.cfg.Logger.Error("share: read failed", "id", id, "err", err)
+		writeError(w, http.StatusInternalServerError, "the share could not be read")
+	default:
+		writeJSON(w, http.StatusOK, shareResponse{ID: id, Files: files})
+	}
+}
+
+// decodeStrict reads one JSON value into v, refusing unknown fields and
+// trailing data.
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return fmt.Errorf("malformed request: %v", err)
+	}
+	if dec.More() {
+		return errors.New("malformed request: data after the JSON object")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func writeError(w http.ResponseWriter, status int, text string) {
+	writeJSON(w, status, map[string]string{"error": text})
+}

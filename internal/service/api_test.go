@@ -1,0 +1,110 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// call makes one request to the test service and decodes its JSON answer.
+func call(t *testing.T, ts *testService, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("%s %s: Content-Type %q", method, path, ct)
+	}
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp.StatusCode, out
+}
+
+func TestAPIInfoDescribesTheService(t *testing.T) {
+	ts := startService(t, 1, nil)
+	status, body := call(t, ts, "GET", "/api/info", "")
+	if status != http.StatusOK || !strings.HasPrefix(fmt.Sprint(body["asyVersion"]), "Asymptote version") {
+		t.Fatalf("info %d %v", status, body)
+	}
+	if fmt.Sprint(body["timeouts"]) != "[3000 10000 30000]" || fmt.Sprint(body["formats"]) != "[svg pdf png]" {
+		t.Fatalf("info %v", body)
+	}
+	if body["maxFiles"] != float64(32) || body["maxUpload"] != float64(64<<10) || body["maxShare"] != float64(256<<10) {
+		t.Fatalf("info caps %v", body)
+	}
+}
+
+func shareBody(files ...string) string {
+	var parts []string
+	for i, f := range files {
+		parts = append(parts, fmt.Sprintf(`{"filename":%q,"main":%t,"content":"draw(unitcircle);"}`, f, i == 0))
+	}
+	return `{"files":[` + strings.Join(parts, ",") + `]}`
+}
+
+func TestShareRoundTrip(t *testing.T) {
+	ts := startService(t, 1, nil)
+	status, created := call(t, ts, "POST", "/api/shares", shareBody("main.asy", "lib.asy"))
+	id, _ := created["id"].(string)
+	if status != http.StatusCreated || created["url"] != "/s/"+id || len(id) != 22 {
+		t.Fatalf("POST %d %v", status, created)
+	}
+	if status, again := call(t, ts, "POST", "/api/shares", shareBody("main.asy", "lib.asy")); status != http.StatusOK || again["id"] != id {
+		t.Fatalf("second POST %d %v, want 200 with the same id", status, again)
+	}
+	status, got := call(t, ts, "GET", "/api/shares/"+id, "")
+	files, _ := got["files"].([]any)
+	if status != http.StatusOK || len(files) != 2 || files[0].(map[string]any)["filename"] != "main.asy" {
+		t.Fatalf("GET %d %v", status, got)
+	}
+}
+
+func TestShareRefusals(t *testing.T) {
+	ts := startService(t, 1, func(c *Config) { c.ShareBytes = 1000 })
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		want                     string
+	}{
+		{"unknown share", "GET", "/api/shares/" + strings.Repeat("A", 22), "", 404, "no share"},
+		{"malformed id", "GET", "/api/shares/nope", "", 400, `"id" "nope"`},
+		{"no files", "POST", "/api/shares", `{"files":[]}`, 400, `"files"`},
+		{"two mains", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true},{"filename":"b.asy","main":true}]}`, 400, "exactly one file"},
+		{"bad name", "POST", "/api/shares", shareBody("../a.asy"), 400, `"filename"`},
+		{"unknown field", "POST", "/api/shares", `{"files":[],"owner":"x"}`, 400, `unknown field "owner"`},
+		{"not JSON", "POST", "/api/shares", `files`, 400, "malformed request"},
+		{"content too large", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true,"content":"` + strings.Repeat("x", 1001) + `"}]}`, 413, "at most 1000"},
+		{"body too large", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true,"content":"` + strings.Repeat("x", 80<<10) + `"}]}`, 413, "too large"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := call(t, ts, tc.method, tc.path, tc.body)
+			if status != tc.status || !strings.Contains(fmt.Sprint(body["error"]), tc.want) {
+				t.Fatalf("%d %v, want %d with an error containing %q", status, body, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzShareRequest(f *testing.F) {
+	f.Add([]byte(shareBody("main.asy")))
+	f.Add([]byte(`{"files":[{"filename":"a.asy","main":true,"content":"\u00ff"}]}`))
+	f.Add([]byte(`{"files":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req shareRequest
+		if err := decodeStrict(bytes.NewReader(body), &req); err != nil && !strings.HasPrefix(err.Error(), "malformed request") {
+			t.Fatalf("decodeStrict(%q) = %v", body, err)
+		}
+	})
+}
