@@ -88,6 +88,8 @@ type Dispatcher struct {
 	queued   int
 	seq      uint64
 	fresh    bool // a task joined the queue since the last estimate pass
+	recent   recentEvents
+	finished []time.Time // completions of the last minute, oldest first
 }
 
 // NewDispatcher returns a dispatcher with no backends; call Run.
@@ -217,6 +219,7 @@ func (d *Dispatcher) Enqueue(client string, timeout time.Duration) (*Ticket, err
 
 func (d *Dispatcher) enqueue(client string, timeout time.Duration) (*Ticket, error) {
 	if d.queued >= d.cfg.MaxQueued || d.queuedBy[client] >= d.cfg.MaxQueuedPerClient {
+		d.recent.add(d.cfg.Now(), "denial", "", ErrQueueFull.Error())
 		return nil, ErrQueueFull
 	}
 	spec := sched.JobSpec{ID: d.nextID(), Queue: queueName, Default: timeout == 0}
@@ -231,7 +234,7 @@ func (d *Dispatcher) enqueue(client string, timeout time.Duration) (*Ticket, err
 		return nil, fmt.Errorf("asyqueue: submit: %w", err)
 	}
 	t := newTicket(spec.ID, client, false)
-	t.queued = true
+	t.queued, t.class = true, d.classOf(spec)
 	d.tickets[t.id] = t
 	d.queued++
 	d.queuedBy[client]++
@@ -254,12 +257,14 @@ func (d *Dispatcher) StartInteractive(client string) (*Ticket, error) {
 func (d *Dispatcher) startInteractive(client string) (*Ticket, error) {
 	a, err := d.core.StartInteractive(sched.JobSpec{ID: d.nextID(), Queue: queueName})
 	if errors.Is(err, sched.ErrDenied) {
+		d.recent.add(d.cfg.Now(), "denial", "", ErrNoBackend.Error())
 		return nil, ErrNoBackend
 	}
 	if err != nil {
 		return nil, fmt.Errorf("asyqueue: interactive: %w", err)
 	}
 	t := newTicket(a.JobID, client, true)
+	t.class = "interactive"
 	d.tickets[t.id] = t
 	d.begin(t, a)
 	return t, nil
@@ -287,6 +292,8 @@ func (d *Dispatcher) release(t *Ticket, ran bool) {
 		outcome = sched.FailedAttempt
 	}
 	d.core.Complete(t.id, t.attempt, outcome)
+	d.finished = append(d.finished, d.cfg.Now())
+	d.trimFinished(d.cfg.Now())
 }
 
 // Snapshot returns the core's snapshot, for metrics and the dashboard.
@@ -313,6 +320,10 @@ func (d *Dispatcher) settle() {
 
 func (d *Dispatcher) begin(t *Ticket, a sched.Assignment) {
 	t.attempt = a.Attempt
+	t.backend, t.startedAt = a.WorkerID, d.cfg.Now()
+	if !a.Interactive {
+		t.tier = d.cfg.Tiers[a.Tier].Name
+	}
 	t.postStart(Start{Backend: d.backends[a.WorkerID], BackendID: a.WorkerID, Timeout: a.Duration})
 }
 
@@ -323,8 +334,12 @@ func (d *Dispatcher) apply(e sched.Event) {
 	}
 	switch e.Kind {
 	case sched.EventDowngraded:
+		to := d.cfg.Tiers[e.Tier].Name
+		d.recent.add(d.cfg.Now(), "downgrade", t.id, t.tier+" → "+to)
+		t.tier = to
 		t.postShorten(e.Duration)
 	case sched.EventHalted:
+		d.recent.add(d.cfg.Now(), "halt", t.id, "backend "+t.backend+" needed for queued tasks")
 		t.postEnd(haltedText)
 	case sched.EventFailed, sched.EventCancelled, sched.EventRetrying:
 		t.postEnd(backendLostText)
@@ -365,6 +380,14 @@ func (d *Dispatcher) sendEstimates() {
 		t.lastSent, t.lastSentAt = e, now
 		t.postEstimate(Estimate{Wait: e.Wait, Known: e.Known})
 	}
+}
+
+// classOf names a task's class as clients chose it.
+func (d *Dispatcher) classOf(spec sched.JobSpec) string {
+	if spec.Default {
+		return "default"
+	}
+	return d.cfg.Tiers[spec.Tier].Name
 }
 
 func (d *Dispatcher) tierOf(timeout time.Duration) (int, bool) {

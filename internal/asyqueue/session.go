@@ -35,8 +35,10 @@ func (s *session) serve(ctx context.Context) {
 func (s *session) collect(ctx context.Context) (sandbox.Task, error) {
 	idle := s.srv.cfg.IdleBeforeRun
 	timer := time.AfterFunc(idle, func() {
+		text := fmt.Sprintf("no \"run\" within %v", idle)
 		s.srv.metrics.denied("idle")
-		s.send(ctx, "denied", deniedBody{Error: fmt.Sprintf("no \"run\" within %v", idle)})
+		s.srv.d.NoteDenial(text)
+		s.send(ctx, "denied", deniedBody{Error: text})
 		closeWith(s.conn)
 	})
 	defer timer.Stop()
@@ -55,6 +57,7 @@ func (s *session) refuse(ctx context.Context, err error) {
 	var d *denial
 	if errors.As(err, &d) {
 		s.srv.metrics.denied("request")
+		s.srv.d.NoteDenial(d.text)
 		s.send(ctx, "denied", deniedBody{Error: d.text})
 	}
 }

@@ -52,6 +52,10 @@ type Ticket struct {
 	queued     bool
 	lastSent   sched.Estimate
 	lastSentAt time.Time
+	class      string    // fast, medium, slow, default or interactive
+	tier       string    // the tier it runs in, once started
+	backend    string    // where it runs, once started
+	startedAt  time.Time // when it started
 }
 
 func newTicket(id, client string, interactive bool) *Ticket {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/usherhq/usher/internal/shares"
 )
@@ -123,4 +124,44 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 
 func writeError(w http.ResponseWriter, status int, text string) {
 	writeJSON(w, status, map[string]string{"error": text})
+}
+
+// dashboardEvery is how often /api/dashboard sends a snapshot.
+const dashboardEvery = time.Second
+
+// apiDashboard streams the dashboard's state as Server-Sent Events: a
+// `snapshot` event at once and then every second, until the client leaves
+// or the server begins to shut down.
+func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming unsupported")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	tick := time.NewTicker(dashboardEvery)
+	defer tick.Stop()
+	for {
+		st, err := s.d.Dashboard()
+		if err != nil {
+			return
+		}
+		data, err := json.Marshal(st)
+		if err != nil {
+			s.cfg.Logger.Error("dashboard: encode", "err", err)
+			return
+		}
+		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", data); err != nil {
+			return
+		}
+		flusher.Flush()
+		select {
+		case <-tick.C:
+		case <-r.Context().Done():
+			return
+		case <-s.stopping:
+			return
+		}
+	}
 }

@@ -1,12 +1,17 @@
 package service
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/usherhq/usher/internal/asyqueue"
 )
 
 // call makes one request to the test service and decodes its JSON answer.
@@ -107,4 +112,103 @@ func FuzzShareRequest(f *testing.F) {
 			t.Fatalf("decodeStrict(%q) = %v", body, err)
 		}
 	})
+}
+
+// dashboardStream reads /api/dashboard's snapshots.
+type dashboardStream struct {
+	t    *testing.T
+	body io.ReadCloser
+	sc   *bufio.Scanner
+}
+
+func openDashboard(t *testing.T, ts *testService) *dashboardStream {
+	t.Helper()
+	resp, err := http.Get(ts.srv.URL + "/api/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	return &dashboardStream{t: t, body: resp.Body, sc: sc}
+}
+
+// next returns the next snapshot; ok is false once the stream ended.
+func (d *dashboardStream) next() (st asyqueue.DashboardState, ok bool) {
+	d.t.Helper()
+	sawEvent := false
+	for d.sc.Scan() {
+		line := d.sc.Text()
+		if line == "event: snapshot" {
+			sawEvent = true
+		}
+		if data, found := strings.CutPrefix(line, "data: "); found && sawEvent {
+			if err := json.Unmarshal([]byte(data), &st); err != nil {
+				d.t.Fatalf("snapshot %q: %v", data, err)
+			}
+			return st, true
+		}
+	}
+	return st, false
+}
+
+// until reads snapshots until one satisfies cond (within 20 s).
+func (d *dashboardStream) until(what string, cond func(asyqueue.DashboardState) bool) asyqueue.DashboardState {
+	d.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		st, ok := d.next()
+		if !ok {
+			d.t.Fatalf("stream ended before %s", what)
+		}
+		if cond(st) {
+			return st
+		}
+	}
+	d.t.Fatalf("no snapshot with %s", what)
+	return asyqueue.DashboardState{}
+}
+
+func TestDashboardShowsRunningQueuedAndEvents(t *testing.T) {
+	ts := startService(t, 1, nil)
+	dash := openDashboard(t, ts)
+	first, _ := dash.next()
+	if len(first.Tiers) != 3 || len(first.Backends) != 1 || first.Backends[0].State != "idle" {
+		t.Fatalf("first snapshot %+v", first)
+	}
+	occupy(t, ts, 1, map[string]any{"timeout": 3000})
+	waiting := dial(t, ts.srv)
+	waiting.compile(quickFigure, map[string]any{"timeout": 10000})
+	bad := dial(t, ts.srv)
+	bad.send("options", map[string]any{"format": "gif"})
+	final(t, bad.rest())
+	st := dash.until("a running task, a queued one and a denial", func(st asyqueue.DashboardState) bool {
+		return len(st.Running) == 1 && len(st.Queue) == 1 && len(st.Events) > 0
+	})
+	if r := st.Running[0]; r.Class != "fast" || r.Tier != "fast" || r.Backend != "local-1" || st.Backends[0].State != "busy" {
+		t.Fatalf("running %+v, backends %+v", r, st.Backends)
+	}
+	if q := st.Queue[0]; q.Class != "medium" || q.Position != 0 || q.EstimateMS == nil {
+		t.Fatalf("queued %+v", q)
+	}
+	if e := st.Events[0]; e.Kind != "denial" || !strings.Contains(e.Detail, `"format"`) {
+		t.Fatalf("event %+v", e)
+	}
+	final(t, waiting.rest())
+	dash.until("a completion rate", func(st asyqueue.DashboardState) bool { return st.TasksPerSecond > 0 })
+}
+
+func TestDashboardStreamEndsAtShutdown(t *testing.T) {
+	ts := startService(t, 1, nil)
+	dash := openDashboard(t, ts)
+	dash.next()
+	go ts.shutdown(&http.Server{})
+	for {
+		if _, ok := dash.next(); !ok {
+			return
+		}
+	}
 }

@@ -73,6 +73,7 @@ type Service struct {
 	ready      atomic.Bool
 	stopAll    context.CancelFunc
 	ctx        context.Context
+	stopping   chan struct{} // closed when shutdown begins: live streams end
 }
 
 // New opens the data file, checks the sandbox and wires every part.
@@ -81,7 +82,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry()}
+	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry(), stopping: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		cancel()
 		s.close()
@@ -163,6 +164,7 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/info", s.apiInfo)
+	mux.HandleFunc("GET /api/dashboard", s.apiDashboard)
 	mux.HandleFunc("POST /api/shares", s.apiPostShare)
 	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
 	mux.HandleFunc("GET /{$}", indexPage)
@@ -225,6 +227,7 @@ func (s *Service) ServeListener(ctx context.Context, ln net.Listener) error {
 
 func (s *Service) shutdown(srv *http.Server) error {
 	s.ready.Store(false)
+	close(s.stopping)
 	grace := s.cfg.ShutdownGrace
 	if grace <= 0 {
 		grace = 30 * time.Second
