@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 	"github.com/usherhq/usher/internal/wire"
 )
 
@@ -28,14 +28,7 @@ const (
 // the real sandboxed runner, on a work root the sandbox uid can reach.
 func newTestRunner(t testing.TB) Starter {
 	t.Helper()
-	root, err := os.MkdirTemp("", "usher-backend-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	root := sandboxtest.WorkRoot(t)
 	limits := sandbox.Limits{MaxTimeout: 20 * time.Second, Output: 1 << 20}
 	r, err := sandbox.New(sandbox.Config{Limits: limits, WorkRoot: root})
 	if err != nil {

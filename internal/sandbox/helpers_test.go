@@ -11,25 +11,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 // figure draws something small; every test that wants a picture uses it.
 const figure = "size(2cm); draw(unitcircle); dot((0,0));\n"
 
-// testWorkRoot is a fresh work root that the sandbox uid can reach
-// (t.TempDir's parent is 0700, so it is not used).
-func testWorkRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "usher-sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+// testWorkRoot is a fresh work root that the sandbox uid can reach.
+func testWorkRoot(t testing.TB) string { return sandboxtest.WorkRoot(t) }
 
 // newRunner makes a Runner on a fresh work root with limits l (zero fields
 // take the defaults).

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 var (
@@ -47,14 +49,7 @@ var listeningRE = regexp.MustCompile(`addr=(\S+)`)
 // (127.0.0.1:0 for any port) and returns it with its address.
 func startBackendProcess(t *testing.T, listen string) (*exec.Cmd, string) {
 	t.Helper()
-	work, err := os.MkdirTemp("", "usher-remote-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chmod(work, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	work := sandboxtest.WorkRoot(t)
 	cmd := exec.Command(usherBinary(t), "backend", "--listen", listen, "--work-root", work)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 const (
@@ -37,14 +38,7 @@ type testService struct {
 // on a loopback HTTP server.
 func startService(t testing.TB, backends int, mutate func(*Config)) *testService {
 	t.Helper()
-	work, err := os.MkdirTemp("", "usher-service-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chmod(work, 0o711); err != nil { // the sandbox uid must reach it
-		t.Fatal(err)
-	}
+	work := sandboxtest.WorkRoot(t)
 	cfg := Config{
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DataPath:      filepath.Join(t.TempDir(), "usher.db"),
@@ -482,12 +476,7 @@ func TestBackendIsFreeOnceTheClientSeesTheClose(t *testing.T) {
 }
 
 func TestShutdownLetsRunningTasksFinishThenAbortsTheRest(t *testing.T) {
-	work, err := os.MkdirTemp("", "usher-shutdown-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(work)
-	os.Chmod(work, 0o711)
+	work := sandboxtest.WorkRoot(t)
 	svc, err := New(Config{
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DataPath:      filepath.Join(t.TempDir(), "usher.db"),
