@@ -47,7 +47,8 @@ type RunningTask struct {
 	Interactive bool      `json:"interactive"`
 }
 
-// BackendState is a backend slot on the dashboard: idle or busy.
+// BackendState is a backend slot on the dashboard: idle, busy or down (a
+// remote backend out of the pool).
 type BackendState struct {
 	ID    string `json:"id"`
 	State string `json:"state"`
@@ -122,6 +123,9 @@ func (d *Dispatcher) dashboard() DashboardState {
 			state = "busy"
 		}
 		st.Backends = append(st.Backends, BackendState{ID: id, State: state})
+	}
+	for id := range d.down {
+		st.Backends = append(st.Backends, BackendState{ID: id, State: "down"})
 	}
 	slices.SortFunc(st.Backends, func(a, b BackendState) int { return strings.Compare(a.ID, b.ID) })
 	st.Events = slices.Clone(d.recent.list)

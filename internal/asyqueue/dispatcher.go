@@ -88,6 +88,7 @@ type Dispatcher struct {
 	queued   int
 	seq      uint64
 	fresh    bool // a task joined the queue since the last estimate pass
+	down     map[string]bool // remote backends out of the pool, for the dashboard
 	recent   recentEvents
 	finished []time.Time // completions of the last minute, oldest first
 }
@@ -110,6 +111,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		tickets:  make(map[string]*Ticket),
 		backends: make(map[string]backend.Starter),
 		queuedBy: make(map[string]int),
+		down:     make(map[string]bool),
 	}, nil
 }
 
@@ -185,6 +187,7 @@ func (d *Dispatcher) AddBackend(id string, s backend.Starter) error {
 		err = d.core.AddWorker(sched.WorkerSpec{ID: id, Slots: 1, Push: true})
 		if err == nil {
 			d.backends[id] = s
+			delete(d.down, id)
 		}
 	}); e != nil {
 		return e
@@ -192,13 +195,25 @@ func (d *Dispatcher) AddBackend(id string, s backend.Starter) error {
 	return err
 }
 
+// MarkDown lists a backend that is not in the pool (a remote one that does
+// not answer yet) as down on the dashboard, until AddBackend adds it.
+func (d *Dispatcher) MarkDown(id string) {
+	_ = d.do(func() {
+		if _, in := d.backends[id]; !in {
+			d.down[id] = true
+		}
+	})
+}
+
 // RemoveBackend takes a backend slot out of the queue; a task running on
-// it ends with "Backend went away during the task".
+// it ends with "Backend went away during the task". The dashboard shows it
+// as down.
 func (d *Dispatcher) RemoveBackend(id string) error {
 	var err error
 	if e := d.do(func() {
 		err = d.core.RemoveWorker(id)
 		delete(d.backends, id)
+		d.down[id] = true
 	}); e != nil {
 		return e
 	}

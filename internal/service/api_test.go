@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,21 @@ func TestDashboardStreamEndsAtShutdown(t *testing.T) {
 	for {
 		if _, ok := dash.next(); !ok {
 			return
+		}
+	}
+}
+
+func TestDashboardShowsAnUnreachableRemoteBackendAsDown(t *testing.T) {
+	nowhere := httptest.NewServer(nil)
+	url := "ws" + strings.TrimPrefix(nowhere.URL, "http")
+	nowhere.Close()
+	ts := startService(t, 1, func(c *Config) { c.RemoteBackends = []string{url} })
+	st := openDashboard(t, ts).until("the remote backend down", func(st asyqueue.DashboardState) bool {
+		return len(st.Backends) == 2
+	})
+	for _, b := range st.Backends {
+		if want := map[bool]string{true: "down", false: "idle"}[b.ID == url]; b.State != want {
+			t.Fatalf("backend %s is %s, want %s", b.ID, b.State, want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ func watchRemote(ctx context.Context, d *asyqueue.Dispatcher, url string, log *s
 		}
 	}}
 	for {
+		d.MarkDown(url)
 		if !waitHealthy(ctx, url) {
 			return
 		}
