@@ -51,6 +51,9 @@ type Config struct {
 	// ShutdownGrace is how long running tasks may finish after a stop signal.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// WebApp, when set, serves the browser front end at /, /s/{id},
+	// /dashboard and /assets/.
+	WebApp http.Handler
 }
 
 // Service is a configured, not yet serving, embedded default.
@@ -146,7 +149,13 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /{$}", indexPage)
+	if s.cfg.WebApp != nil {
+		for _, p := range []string{"GET /{$}", "GET /s/{id}", "GET /dashboard", "GET /assets/"} {
+			mux.Handle(p, s.cfg.WebApp)
+		}
+	} else {
+		mux.HandleFunc("GET /{$}", indexPage)
+	}
 	return mux
 }
 
