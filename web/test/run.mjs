@@ -97,6 +97,8 @@ const scenarios = {
     await page.goto(base + "/");
     await setSource(page, "size(2cm);\ndraw(unitcircle, blue);\n");
     await page.check("#live");
+    await page.click(".cm-content");
+    await page.keyboard.press("Control+End");
     await page.keyboard.type("draw((0,0)--(1,0), red);\n");
     await svgShown(page);
     const first = await page.$eval("#result img", (i) => i.src);
