@@ -43,9 +43,10 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 # The web front end's npm packages, exactly as pinned in web/package-lock.json.
-if [[ ! -d web/node_modules ]] || ! cmp -s web/package-lock.json web/node_modules/.package-lock.json; then
+# web/node_modules/.usher-lock is the lock file of the last npm ci.
+if ! cmp -s web/package-lock.json web/node_modules/.usher-lock; then
   echo "deps: npm ci in web/"
-  (cd web && npm ci --no-audit --no-fund --loglevel=error)
+  (cd web && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.usher-lock)
 fi
 
 # Pre-fetch modules, including the pinned staticcheck tool, so tests need no network.

@@ -21,7 +21,7 @@ function render(s) {
   fill("events", (s.events || []).slice().reverse(), [(r) => time(r.time), "kind", "task", "detail"]);
   fill("queues", s.queues, [(r) => JSON.stringify(r)]);
   fill("keys", s.keys, [(r) => JSON.stringify(r)]);
-  $("tps").textContent = `tasks/s: ${(s.tasksPerSecond ?? 0).toFixed(2)}`;
+  $("tps").textContent = `tasks per second: ${(s.tasksPerSecond ?? 0).toFixed(2)}`;
 }
 
 const es = new EventSource("/api/dashboard");
