@@ -31,8 +31,8 @@ var contentTypes = map[string]string{
 }
 
 // Handler serves the pages and assets. Pages are revalidated on every load;
-// assets keep fixed names, so they are cacheable only briefly and revalidated
-// by ETag-free Last-Modified-free conditional logic of the browser.
+// assets keep fixed names (the build is deterministic, without hashes in
+// names), so browsers may cache them only for five minutes.
 func Handler() http.Handler {
 	files := FS()
 	mux := http.NewServeMux()
