@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO ?= go
 BIN := bin/usher
 
-.PHONY: all deps build serve test vet lint unit bench fuzz clean
+.PHONY: all deps build serve test vet lint unit bench fuzz clean web webcheck webtest
 
 all: build
 
@@ -26,7 +26,23 @@ lint:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: deps vet lint unit
+test: deps vet lint unit webcheck webtest
+
+# The browser front end: web/ bundled by esbuild into internal/webapp/dist,
+# which the binary embeds.
+web: deps
+	cd web && node build.mjs
+
+# The embedded bundle must equal a fresh build of web/.
+webcheck: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd web && node build.mjs "$$tmp/dist") && \
+	diff -r "$$tmp/dist" internal/webapp/dist && echo "webcheck: embedded bundle matches a fresh build" || \
+	{ echo "webcheck: internal/webapp/dist is stale; run make web and commit it" >&2; exit 1; }
+
+# Browser scenarios in Debian's chromium against a real usher serve.
+webtest: build
+	@bash scripts/webtest.sh
 
 # Benchmarks: figures go into docs/benchmarks.md with this command.
 bench: deps

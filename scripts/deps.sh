@@ -15,7 +15,13 @@ packages=(
   bubblewrap
   dvisvgm
   ghostscript
+  # The web front end's browser tests drive Debian's chromium.
+  chromium
 )
+# node and npm build the bundle (esbuild) and drive the browser tests
+# (playwright-core); Debian's packages only when no node is on the PATH.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -34,6 +40,13 @@ fi
 if ! command -v go >/dev/null 2>&1; then
   echo "deps: the Go toolchain is missing; install Go $(sed -n 's/^go //p' go.mod) or newer into /usr/local/go" >&2
   exit 1
+fi
+
+# The web front end's npm packages, exactly as pinned in web/package-lock.json.
+# web/node_modules/.usher-lock is the lock file of the last npm ci.
+if ! cmp -s web/package-lock.json web/node_modules/.usher-lock; then
+  echo "deps: npm ci in web/"
+  (cd web && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.usher-lock)
 fi
 
 # Pre-fetch modules, including the pinned staticcheck tool, so tests need no network.

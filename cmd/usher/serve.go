@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/usherhq/usher/internal/webapp"
+
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -42,6 +44,7 @@ aborts them.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: o.logLevel}))
 			cfg.Sandbox = o.sandbox.config(cfg.Logger)
+			cfg.WebApp = webapp.Handler()
 			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
 			cfg.ShareBytes = int64(o.shareBytes)
 			cfg.Sandbox.Limits.Files, cfg.Sandbox.Limits.Upload = cfg.Queue.MaxFiles, cfg.Queue.MaxUpload

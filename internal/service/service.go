@@ -54,6 +54,9 @@ type Config struct {
 	// ShutdownGrace is how long running tasks may finish after a stop signal.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
+	// WebApp, when set, serves the browser front end at /, /s/{id},
+	// /dashboard and /assets/.
+	WebApp http.Handler
 }
 
 // Service is a configured, not yet serving, embedded default.
@@ -167,7 +170,13 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /api/dashboard", s.apiDashboard)
 	mux.HandleFunc("POST /api/shares", s.apiPostShare)
 	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
-	mux.HandleFunc("GET /{$}", indexPage)
+	if s.cfg.WebApp != nil {
+		for _, p := range []string{"GET /{$}", "GET /s/{id}", "GET /dashboard", "GET /assets/"} {
+			mux.Handle(p, s.cfg.WebApp)
+		}
+	} else {
+		mux.HandleFunc("GET /{$}", indexPage)
+	}
 	return mux
 }
 

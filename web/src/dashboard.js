@@ -1,0 +1,29 @@
+// The dashboard: renders each `snapshot` event of /api/dashboard.
+const $ = (id) => document.getElementById(id);
+const ms = (v) => (v === undefined || v === null ? "–" : (v / 1000).toFixed(1) + " s");
+const time = (v) => (v ? new Date(v).toLocaleTimeString() : "–");
+
+function fill(id, rows, cols) {
+  const tb = $(id).tBodies[0];
+  tb.textContent = "";
+  for (const r of rows || []) {
+    const tr = tb.insertRow();
+    for (const c of cols) tr.insertCell().textContent = typeof c === "function" ? c(r) : String(r[c] ?? "");
+  }
+  if (!rows?.length) { const td = tb.insertRow().insertCell(); td.colSpan = cols.length; td.textContent = "none"; td.className = "empty"; }
+}
+
+function render(s) {
+  fill("tiers", s.tiers, ["name", (r) => ms(r.durationMs), (r) => `${r.running} / ${r.limit}`, "counted", "limit"]);
+  fill("running", s.running, ["id", "class", "tier", "backend", (r) => time(r.startedAt), (r) => (r.interactive ? "yes" : "no")]);
+  fill("queue", s.queue, ["position", "id", "class", (r) => ms(r.estimateMs)]);
+  fill("backends", s.backends, ["id", "state"]);
+  fill("events", (s.events || []).slice().reverse(), [(r) => time(r.time), "kind", "task", "detail"]);
+  fill("queues", s.queues, [(r) => JSON.stringify(r)]);
+  fill("keys", s.keys, [(r) => JSON.stringify(r)]);
+  $("tps").textContent = `tasks per second: ${(s.tasksPerSecond ?? 0).toFixed(2)}`;
+}
+
+const es = new EventSource("/api/dashboard");
+es.addEventListener("snapshot", (e) => { $("conn").textContent = "live"; render(JSON.parse(e.data)); });
+es.onerror = () => { $("conn").textContent = "reconnecting…"; };
