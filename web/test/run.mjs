@@ -110,8 +110,10 @@ const scenarios = {
     for (let i = 0; i < 2; i++) {
       const p = await freshPage();
       await p.goto(base + "/");
+      // 10 s blockers (the test server allows two medium tasks): a 3 s one
+      // could end before the third task is even sent on a loaded machine.
       await setSource(p, `while(true){} // blocker ${i} ${Date.now()}\n`);
-      await p.selectOption("#timeout", "3000");
+      await p.selectOption("#timeout", "10000");
       await p.click("#compile");
       await p.waitForFunction(() => /^running/.test(document.getElementById("status").textContent), null, { timeout: 10000 });
       blockers.push(p);
@@ -121,8 +123,8 @@ const scenarios = {
     await page.click("#compile");
     await page.waitForFunction(() => /^queued/.test(document.getElementById("status").textContent), null, { timeout: 10000 });
     await page.screenshot({ path: join(artifacts, "queue-position-shows-while-queued.png") });
+    for (const p of blockers) await p.context().close(); // frees both backends
     await waitDone(page);
-    for (const p of blockers) await p.context().close();
   },
   async "the dashboard shows a running task"(page) {
     const runner = await freshPage();
