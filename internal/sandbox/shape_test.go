@@ -242,12 +242,16 @@ func startSandboxed(t *testing.T, r *Runner, argv ...string) (*process, *bufio.R
 	if err != nil {
 		t.Fatal(err)
 	}
+	// When the sandbox ended, seen as it happened: the cleanup runs much
+	// later, and processes that started since may sit in a namespace that
+	// reuses this one's number.
+	ended := make(chan time.Time, 1)
+	go func() { <-p.exited; ended <- time.Now() }()
 	t.Cleanup(func() {
 		p.kill()
-		<-p.exited
-		ended := time.Now()
+		at := <-ended
 		outR.Close()
-		if left := pidsInNamespace(t, p.pidNS, ended); len(left) > 0 {
+		if left := pidsInNamespace(t, p.pidNS, at); len(left) > 0 {
 			t.Errorf("processes survive: %v", left)
 		}
 	})
