@@ -86,6 +86,7 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 		e.mu.Unlock()
 		return LeaseAnswer{}, err
 	}
+	e.poke() // a new lease may end before the clock loop's next deadline
 	jobs := e.pullLocked(req.Agent, req.Max)
 	if len(jobs) > 0 || req.WaitMs == 0 || e.draining {
 		ans.Jobs = append(ans.Jobs, jobs...)
