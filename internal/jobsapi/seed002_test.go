@@ -32,7 +32,7 @@ func TestSeed002ReadWriteGroupsWithAgents(t *testing.T) {
 		meta[id] = [2]string{jobs[i]["group"].(string), jobs[i]["mode"].(string)}
 	}
 	stop := runAgents(t, s, 3, 2, func(leasedJob) (int, string) {
-		time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond) // the job's work
+		time.Sleep(time.Duration(1+rand.IntN(3)) * time.Millisecond) // the job's work (rand: safe across agents)
 		return 0, ""
 	})
 	waitFor(t, "all jobs", 60*time.Second, func() bool { return finished(t, s, ids[n-1:]) && finished(t, s, ids) })
