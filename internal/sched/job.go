@@ -137,6 +137,9 @@ func (s *Scheduler) checkFields(sp *JobSpec, known func(string) bool) error {
 	if err := validateRetry(sp.Retry); err != nil {
 		return fmt.Errorf("job %q: %w", sp.ID, err)
 	}
+	if sp.Attempts < 0 || sp.Attempts >= math.MaxUint16 {
+		return fmt.Errorf("%w: job %q: attempts %d outside 0..%d", ErrInvalidJob, sp.ID, sp.Attempts, math.MaxUint16-1)
+	}
 	for _, d := range sp.After {
 		if d == sp.ID {
 			return &CycleError{Job: sp.ID, Cycle: []string{sp.ID}}
@@ -176,6 +179,7 @@ func specTier(sp *JobSpec) int8 {
 func (s *Scheduler) newJobIn(sp *JobSpec, b *bucket, h uint64) *job {
 	j := s.jobs.alloc()
 	j.id, j.pos, j.prio, j.tier, j.bucket = sp.ID, -1, int16(sp.Priority), specTier(sp), b
+	j.attempt = uint16(sp.Attempts)
 	if sp.Default {
 		j.flags |= flagDefault
 	}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"testing"
@@ -346,4 +347,23 @@ func leaseWantDeadline(t *testing.T, h *harness, want time.Time, when string) {
 	if got := h.s.NextDeadline(); !got.Equal(want) {
 		t.Fatalf("%s: NextDeadline %v, want %v", when, got, want)
 	}
+}
+
+// A driver that rebuilds its state after a restart submits a job with the
+// attempts it already had: numbering goes on from there and the earlier
+// attempts count toward the retry policy.
+func TestRestoredJobKeepsItsAttempts(t *testing.T) {
+	h := leaseHarness(t, RetryPolicy{MaxAttempts: 3})
+	h.submit(JobSpec{ID: "j", Queue: "q", Attempts: 2})
+	got, err := h.s.Pull("agent", 1)
+	if err != nil || len(got) != 1 || got[0].Attempt != 3 {
+		t.Fatalf("Pull = %+v, %v; want job j at attempt 3", got, err)
+	}
+	if ack := h.s.Complete("j", 3, FailedAttempt); ack.Ignored || ack.Retrying {
+		t.Fatalf("Complete of the third of three attempts = %+v; want the job failed", ack)
+	}
+	if err := h.s.Submit(JobSpec{ID: "k", Queue: "q", Attempts: -1}); !errors.Is(err, ErrInvalidJob) {
+		t.Fatalf("Submit with Attempts -1 = %v; want ErrInvalidJob", err)
+	}
+	h.check()
 }
