@@ -295,3 +295,10 @@ func (e *Engine) Drain() {
 	}
 	e.waiters = nil
 }
+
+// Waiting returns how many lease requests wait for work.
+func (e *Engine) Waiting() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.waiters)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +95,41 @@ func BenchmarkThroughput(b *testing.B) {
 	proc := time.Since(start)
 	b.ReportMetric(float64(b.N)/enq.Seconds(), "enqueued/s")
 	b.ReportMetric(float64(b.N)/proc.Seconds(), "processed/s")
+}
+
+// BenchmarkPickup measures one job's trip on an idle server: from the
+// start of its enqueue to the waiting agent's lease answer.
+func BenchmarkPickup(b *testing.B) {
+	s := jobsapitest.Start(b)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	post(b, c, s, "/v1/queues", map[string]any{"name": "q"}, nil)
+	lats := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		got := make(chan time.Time, 1)
+		go func() {
+			var ans struct{ Jobs []json.RawMessage }
+			for len(ans.Jobs) == 0 {
+				post(b, c, s, "/v1/agent/lease", map[string]any{"agent": "a", "slots": 1, "waitMs": 10000}, &ans)
+			}
+			got <- time.Now()
+		}()
+		waitWaiting(s)
+		start := time.Now()
+		var ids struct{ IDs []string }
+		post(b, c, s, "/v1/jobs", map[string]any{"jobs": []any{map[string]any{"queue": "q"}}}, &ids)
+		lats = append(lats, (<-got).Sub(start))
+		post(b, c, s, "/v1/agent/complete", map[string]any{"agent": "a", "results": []any{map[string]any{"id": ids.IDs[0], "attempt": 1}}}, nil)
+	}
+	b.StopTimer()
+	slices.Sort(lats)
+	b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, "ms-median")
+	b.ReportMetric(float64(lats[len(lats)*9/10].Microseconds())/1000, "ms-p90")
+}
+
+// waitWaiting returns once an agent's lease request is waiting for work.
+func waitWaiting(s *jobsapitest.Server) {
+	for s.Engine.Waiting() == 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
 }
