@@ -180,6 +180,30 @@ const scenarios = {
     await page.waitForFunction(() => { const r = document.querySelector("#running tbody td"); return r && !r.classList.contains("empty"); }, null, { timeout: 10000 });
     await runner.context().close();
   },
+  async "the dashboard shows generic job queues, keys and agents"(page) {
+    const v1 = async (method, path, body, type = "application/json") => {
+      const r = await fetch(base + path, { method, body: typeof body === "string" ? body : JSON.stringify(body),
+        headers: { Authorization: "Bearer " + process.env.USHER_TOKEN, "Content-Type": type } });
+      if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`);
+      return r.status === 204 ? null : r.json();
+    };
+    await v1("POST", "/v1/queues", { name: "scan" });
+    await v1("PUT", "/v1/limits", { pattern: "net:*", limit: 1 });
+    await v1("POST", "/v1/queues/scan/targets", "10.0.0.1\n10.0.0.2\n", "text/plain");
+    await v1("POST", "/v1/agent/lease", { agent: "scanner-1", slots: 4 }); // takes one; the limit holds the other
+    await page.goto(base + "/dashboard");
+    const row = (table, first) => page.waitForFunction(([t, f]) => [...document.querySelectorAll(`#${t} tbody tr`)]
+      .map((tr) => [...tr.cells].map((c) => c.textContent)).find((cells) => cells[0] === f), [table, first], { timeout: 10000 })
+      .then((h) => h.jsonValue());
+    const q = await row("jobqueues", "scan");
+    if (q[1] !== "1" || q[2] !== "1" || q[5] !== "1" || q[6] !== "net:10.0.0.0/24 (1)") throw new Error("scan row: " + q.join(" | "));
+    const k = await row("jobkeys", "net:10.0.0.0/24");
+    if (k[1] !== "1 / 1" || k[2] !== "1") throw new Error("key row: " + k.join(" | "));
+    const a = await row("agents", "scanner-1");
+    if (a[1] !== "1 / 4") throw new Error("agent row: " + a.join(" | "));
+    await page.screenshot({ path: join(artifacts, "dashboard-generic-jobs.png"), fullPage: true });
+    await v1("POST", "/v1/agent/leave", { agent: "scanner-1" });
+  },
   async "Stop ends a long-running figure and frees its backend"(page) {
     await page.goto(base + "/");
     await setSource(page, `while(true){} // stopped ${Date.now()}\n`);
