@@ -157,6 +157,7 @@ func (e *Engine) registerLocked(req LeaseRequest) error {
 func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 	as, err := e.core.PullAppend(e.pullBuf[:0], agentID, max)
 	e.pullBuf = as[:0]
+	defer e.applyEventsLocked() // the cycle may have downgraded running jobs
 	if err != nil || len(as) == 0 {
 		return nil
 	}

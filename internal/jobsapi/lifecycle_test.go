@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
 )
 
@@ -180,5 +181,36 @@ func copyDB(t *testing.T, from, to string) {
 		if err := os.WriteFile(to+suffix, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Seed 000's tiers hold for generic jobs: an elastic ("default") job
+// starts in the slowest tier free, and when a slow job needs that tier
+// it is moved to the fast one; its agent learns the shorter limit at its
+// next renewal.
+func TestDefaultJobDowngradeReachesItsAgent(t *testing.T) {
+	tiers, err := jobs.ParseTiers("fast=1m,slow=10m@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := jobsapitest.StartWith(t, jobsapitest.Options{Tiers: tiers})
+	queue(t, s, map[string]any{"name": "q"})
+	elastic := enqueue(t, s, map[string]any{"queue": "q", "tier": "default"})[0]
+	first := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 2, "max": 1}, 200)
+	if j := first["jobs"].([]any)[0].(map[string]any); j["id"] != elastic || j["timeoutMs"] != 600000.0 {
+		t.Fatalf("elastic job leased as %v; want it in the slow tier (600000 ms)", j)
+	}
+	slow := enqueue(t, s, map[string]any{"queue": "q", "tier": "slow"})[0]
+	if got := lease(t, s, "a", nil, 2, 1); len(got) != 1 || got[0].ID != slow {
+		t.Fatalf("the slow job did not start in the freed tier: %v", got)
+	}
+	renew := must(t, s, "POST", "/v1/agent/renew", map[string]any{"agent": "a"}, 200)
+	want := `[{"attempt":1,"id":"` + elastic + `","timeoutMs":60000}]`
+	if got := toJSON(renew["timeouts"]); got != want {
+		t.Fatalf("renew timeouts = %s; want %s", got, want)
+	}
+	stats := must(t, s, "GET", "/v1/stats", nil, 200)
+	if c := stats["counters"].(map[string]any); c["downgrades"] != 1.0 {
+		t.Fatalf("counters = %v; want one downgrade", c)
 	}
 }
