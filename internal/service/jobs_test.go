@@ -1,6 +1,7 @@
 package service
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,6 +39,15 @@ func TestFirstStartWritesAnAdminToken(t *testing.T) {
 	}
 	if got := get(""); got != 401 {
 		t.Fatalf("GET /v1/queues without a token = %d; want 401", got)
+	}
+	resp, err := http.Get(ts.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `usher_jobs_total{event="succeeded"} 0`) {
+		t.Fatal("/metrics has no usher_jobs_total")
 	}
 	ts.srv.Close()
 	ts.close()

@@ -25,6 +25,7 @@ import (
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/jobstore"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
@@ -157,6 +158,7 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
 	metrics := asyqueue.NewMetrics(s.registry, s.d)
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
 	s.queue = asyqueue.NewServer(ctx, qcfg, s.d, store, cache, metrics)
