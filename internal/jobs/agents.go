@@ -99,6 +99,10 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 	if !ok {
 		return ans, nil
 	}
+	if ctx.Err() != nil {
+		e.Unlease(got.jobs) // served as the agent left: nobody has them
+		return LeaseAnswer{}, ctx.Err()
+	}
 	if got.jobs != nil {
 		ans.Jobs = got.jobs
 	}
@@ -174,6 +178,30 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 		e.emit(Op{Kind: OpStart, ID: j.n, Attempt: a.Attempt, Agent: agentID, At: now})
 	}
 	return out
+}
+
+// Unlease hands back leased jobs that never reached their agent (its
+// connection broke before the answer was written): they are queued again
+// and the attempts do not count.
+func (e *Engine) Unlease(jobs []LeasedJob) {
+	if len(jobs) == 0 {
+		return
+	}
+	e.mu.Lock()
+	for _, lj := range jobs {
+		j := e.live[lj.ID]
+		if j == nil || !e.core.Release(lj.ID, lj.Attempt) {
+			continue
+		}
+		j.running, j.agent, j.attempt = false, "", lj.Attempt-1
+		e.emit(Op{Kind: OpRequeue, ID: j.n, At: e.cfg.Now()})
+	}
+	e.afterChangeLocked()
+	p := e.flushLocked()
+	e.mu.Unlock()
+	if err := p.Wait(context.Background()); err != nil {
+		e.cfg.Logger.Error("jobs: writing unleased jobs", "err", err)
+	}
 }
 
 // serveWaitersLocked gives ready work to agents waiting for it.

@@ -214,3 +214,22 @@ func TestDefaultJobDowngradeReachesItsAgent(t *testing.T) {
 		t.Fatalf("counters = %v; want one downgrade", c)
 	}
 }
+
+// Jobs leased to an agent whose connection broke before the answer was
+// written go back to the queue at once, their attempts not counted.
+func TestUnleasedJobsGoBackUncounted(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "q"})
+	id := enqueue(t, s, map[string]any{"queue": "q"})[0]
+	got := lease(t, s, "a", nil, 1, 1)
+	s.Engine.Unlease([]jobs.LeasedJob{{ID: got[0].ID, Attempt: got[0].Attempt}})
+	if st := jobState(t, s, id); st != "queued" {
+		t.Fatalf("unleased job is %s; want queued", st)
+	}
+	again := lease(t, s, "b", nil, 1, 1)
+	if len(again) != 1 || again[0].ID != id || again[0].Attempt != 1 {
+		t.Fatalf("next lease = %v; want job %s at attempt 1", again, id)
+	}
+	complete(t, s, "b", 0, again...)
+	checkIdle(t, s)
+}
