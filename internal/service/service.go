@@ -78,6 +78,8 @@ type JobsConfig struct {
 	AdminTokenFile string
 	// MaxBody caps a /v1 request body (0: 32 MiB).
 	MaxBody int64
+	// Retention is how long finished jobs are kept (0: for good).
+	Retention time.Duration
 }
 
 // Service is a configured, not yet serving, embedded default.
@@ -223,6 +225,9 @@ func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Service) Start() error {
 	go s.d.Run(s.ctx)
 	go s.jobs.Run(s.ctx)
+	if s.cfg.Jobs.Retention > 0 {
+		go s.jobStore.Prune(s.ctx, s.cfg.Jobs.Retention, time.Hour)
+	}
 	for i := range s.cfg.LocalBackends {
 		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), backend.Sandbox(s.runner)); err != nil {
 			return err
