@@ -15,6 +15,7 @@ import (
 // what it offers and what it must be told at its next renewal.
 type agent struct {
 	caps     []string
+	queues   []string
 	slots    int
 	stop     []JobAttempt
 	timeouts []NewTimeout
@@ -136,24 +137,34 @@ func (e *Engine) await(ctx context.Context, w *waiter, d time.Duration) (leased,
 // registerLocked makes the agent known to the core with its slots and
 // capabilities, or renews its lease when nothing changed.
 func (e *Engine) registerLocked(req LeaseRequest) error {
-	caps := slices.Clone(req.Capabilities)
-	sort.Strings(caps)
-	caps = slices.Compact(caps)
-	if a := e.agents[req.Agent]; a != nil && a.slots == req.Slots && slices.Equal(a.caps, caps) {
+	caps, queues := sortedSet(req.Capabilities), sortedSet(req.Queues)
+	for i, q := range queues {
+		if _, ok := e.queues[q]; !ok {
+			return invalid(fmt.Sprintf("queues[%d]", i), "unknown queue %q", q)
+		}
+	}
+	a := e.agents[req.Agent]
+	if a != nil && a.slots == req.Slots && slices.Equal(a.caps, caps) && slices.Equal(a.queues, queues) {
 		if err := e.core.Renew(req.Agent); err == nil {
 			return nil
 		}
 	}
-	err := e.core.AddWorker(sched.WorkerSpec{ID: req.Agent, Capabilities: caps, Slots: req.Slots, LeaseTTL: e.cfg.LeaseTTL})
+	err := e.core.AddWorker(sched.WorkerSpec{ID: req.Agent, Capabilities: caps, Queues: queues, Slots: req.Slots, LeaseTTL: e.cfg.LeaseTTL})
 	if err != nil {
 		return invalid("", "%v", err)
 	}
-	if a := e.agents[req.Agent]; a != nil {
-		a.caps, a.slots = caps, req.Slots
-	} else {
-		e.agents[req.Agent] = &agent{caps: caps, slots: req.Slots}
+	if a == nil {
+		a = &agent{}
+		e.agents[req.Agent] = a
 	}
+	a.caps, a.queues, a.slots = caps, queues, req.Slots
 	return nil
+}
+
+func sortedSet(xs []string) []string {
+	out := slices.Clone(xs)
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // pullLocked takes up to max jobs for the agent from the core and records

@@ -29,6 +29,22 @@ func TestSeed004HigherPriorityQueueFirst(t *testing.T) {
 	}
 }
 
+// An agent that names the queues it serves gets work only from those.
+func TestSeed004AgentNamesItsQueues(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "high", "priority": 10})
+	queue(t, s, map[string]any{"name": "low", "priority": 1})
+	enqueue(t, s, map[string]any{"queue": "high"}, map[string]any{"queue": "low"})
+	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 5, "queues": []string{"low"}}, 200)
+	if got := toJSON(out["jobs"].([]any)[0].(map[string]any)["queue"]); len(out["jobs"].([]any)) != 1 || got != `"low"` {
+		t.Fatalf("an agent naming low got %v; want the low job only", out["jobs"])
+	}
+	status, body := call(t, s, s.AdminToken, "POST", "/v1/agent/lease", map[string]any{"agent": "b", "slots": 1, "queues": []string{"typo"}})
+	if status != 400 || body["error"] != `queues[0]: unknown queue "typo"` {
+		t.Fatalf("naming an unknown queue = %d %v; want 400 naming queues[0]", status, body)
+	}
+}
+
 // A queue that requires capabilities is served only to agents offering them.
 func TestSeed004CapabilitiesRouteJobs(t *testing.T) {
 	s := jobsapitest.Start(t)
