@@ -132,9 +132,9 @@ type LeaseRequest struct {
 	Capabilities []string `json:"capabilities"`
 	// Queues, when given, are the only queues the agent takes work from.
 	Queues []string `json:"queues"`
-	Slots        int      `json:"slots"`
-	Max          int      `json:"max"`
-	WaitMs       int64    `json:"waitMs"`
+	Slots  int      `json:"slots"`
+	Max    int      `json:"max"`
+	WaitMs int64    `json:"waitMs"`
 }
 
 // LeasedJob is a job handed to an agent.
