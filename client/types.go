@@ -89,7 +89,8 @@ type JobSpec struct {
 	Retry           *RetryPolicy    `json:"retry,omitempty"`
 }
 
-// Job is a job as the server returns it. Times not reached yet are zero.
+// Job is a job as the server returns it. Times not reached yet are zero;
+// ExitCode is nil until an attempt reported one.
 type Job struct {
 	ID              string          `json:"id"`
 	Queue           string          `json:"queue"`
@@ -110,7 +111,7 @@ type Job struct {
 	CreatedAt       Time            `json:"createdAt"`
 	StartedAt       Time            `json:"startedAt"`
 	FinishedAt      Time            `json:"finishedAt"`
-	ExitCode        int             `json:"exitCode"`
+	ExitCode        *int            `json:"exitCode,omitempty"`
 	Output          string          `json:"output"`
 	Error           string          `json:"error"`
 }
