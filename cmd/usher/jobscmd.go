@@ -18,12 +18,12 @@ import (
 
 // jobFlags describe one job on the command line.
 type jobFlags struct {
-	payload, text, tier, group, mode   string
-	timeout, backoff, maxBackoff       time.Duration
-	priority, maxAttempts              int
-	keys, after                        []string
-	runAfterFailure                    bool
-	file                               string
+	payload, text, tier, group, mode string
+	timeout, backoff, maxBackoff     time.Duration
+	priority, maxAttempts            int
+	keys, after                      []string
+	runAfterFailure                  bool
+	file                             string
 }
 
 func newEnqueueCommand() *cobra.Command {
