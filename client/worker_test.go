@@ -387,3 +387,45 @@ func TestWorkerRefusedToken(t *testing.T) {
 		t.Fatalf("Run = %v, want the 401", err)
 	}
 }
+
+// A worker whose lease lapsed (it renewed too rarely) learns it at its
+// next renewal: the running handler's context ends with ErrLeaseLost, and
+// the server has released the job to be retried.
+func TestWorkerLeaseLost(t *testing.T) {
+	srv := jobsapitest.StartWith(t, jobsapitest.Options{LeaseTTL: 100 * time.Millisecond})
+	c := client.New(srv.URL, srv.AdminToken)
+	if _, err := c.CreateQueue(t.Context(), client.QueueSpec{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	causes, started := make(chan error, 1), make(chan struct{})
+	w := &client.Worker{Client: c, WaitMs: 10, RenewInterval: 500 * time.Millisecond, Handlers: map[string]client.Handler{
+		"q": func(ctx context.Context, _ *client.LeasedJob) (string, error) {
+			close(started)
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return "", ctx.Err()
+		},
+	}}
+	id := enqueue(t, c, client.JobSpec{Queue: "q", TimeoutMs: 50000,
+		Retry: &client.RetryPolicy{MaxAttempts: 2, BackoffMs: 60000}})[0]
+	runWorker(t, w)
+	<-started
+	// The server's clock loop learns of a lease's deadline only when some
+	// change wakes it, not from the lease call itself: another submission
+	// does (reported as a server issue).
+	if _, err := c.CreateQueue(t.Context(), client.QueueSpec{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, c, client.JobSpec{Queue: "other"})
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, client.ErrLeaseLost) {
+			t.Fatalf("cause = %v, want ErrLeaseLost", cause)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler never learnt that the lease lapsed")
+	}
+	if j := waitJob(t, c, id, func(j client.Job) bool { return j.State != client.StateRunning }); j.State != client.StateDelayed {
+		t.Fatalf("job after the lapse: %+v (want delayed for its retry)", j)
+	}
+}

@@ -32,9 +32,9 @@ func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, 
 type cliStep struct {
 	args    []string
 	stdin   string
-	out     []string // parts of stdout, in order
-	stderr  string   // part of stderr
-	err     string   // part of the error; "" for success
+	out     []string                             // parts of stdout, in order
+	stderr  string                               // part of stderr
+	err     string                               // part of the error; "" for success
 	json    func(t *testing.T, v map[string]any) // with --json: checks the parsed output
 	save    func(out string, vars map[string]string)
 	noToken bool // run without --token
