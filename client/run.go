@@ -91,7 +91,7 @@ func (r *run) fetch(ctx context.Context) error {
 		}
 		began := time.Now()
 		ans, err := r.w.Client.Lease(ctx, LeaseRequest{Agent: r.agent, Capabilities: r.w.Capabilities,
-			Slots: r.slots, Max: free, WaitMs: r.wait})
+			Queues: r.w.queues(), Slots: r.slots, Max: free, WaitMs: r.wait})
 		switch {
 		case ctx.Err() != nil:
 			return nil

@@ -202,7 +202,9 @@ type Workflow struct {
 type LeaseRequest struct {
 	Agent        string   `json:"agent"`
 	Capabilities []string `json:"capabilities,omitempty"`
-	Slots        int      `json:"slots"`
+	// Queues, when given, are the only queues the agent takes work from.
+	Queues []string `json:"queues,omitempty"`
+	Slots  int      `json:"slots"`
 	Max          int      `json:"max,omitempty"`
 	WaitMs       int      `json:"waitMs,omitempty"`
 }

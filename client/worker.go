@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,10 +57,11 @@ type Worker struct {
 	Capabilities []string
 	// Concurrency is how many jobs run at once (default 1).
 	Concurrency int
-	// Handlers run jobs by queue name.
+	// Handlers run jobs by queue name. Without a Default, the worker asks
+	// the server for jobs of these queues only.
 	Handlers map[string]Handler
-	// Default runs jobs of queues without an entry in Handlers; when nil
-	// such a job fails with "no handler for queue".
+	// Default runs jobs of queues without an entry in Handlers; with it the
+	// worker takes jobs of any queue it serves.
 	Default Handler
 	// WaitMs is how long one lease request waits for work (default 30000,
 	// at most 60000); 0 takes the default, a negative value polls.
@@ -187,4 +190,13 @@ func fatal(err error) bool {
 func retryable(err error) bool {
 	s := StatusOf(err)
 	return s == 0 || s == 408 || s == 429 || s >= 500
+}
+
+// queues are the queues the worker asks for: those of its handlers, or
+// none (any queue) when it has a default handler.
+func (w *Worker) queues() []string {
+	if w.Default != nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(w.Handlers))
 }

@@ -422,3 +422,30 @@ func TestWorkerLeaseLost(t *testing.T) {
 		t.Fatalf("job after the lapse: %+v (want delayed for its retry)", j)
 	}
 }
+
+// A worker without a default handler asks only for the queues it has
+// handlers for: a job of another queue, even one of higher priority,
+// stays queued for other workers.
+func TestWorkerTakesOnlyItsQueues(t *testing.T) {
+	_, c := setup(t)
+	for _, q := range []client.QueueSpec{{Name: "urgent", Priority: 9}, {Name: "mine", Priority: 1}} {
+		if _, err := c.CreateQueue(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := enqueue(t, c, client.JobSpec{Queue: "urgent"}, client.JobSpec{Queue: "mine"})
+	w := &client.Worker{Client: c, Agent: "picky", WaitMs: 1000, Handlers: map[string]client.Handler{
+		"mine": func(context.Context, *client.LeasedJob) (string, error) { return "done", nil },
+	}}
+	r := runWorker(t, w)
+	if j := waitJob(t, c, ids[1], finished); j.State != "succeeded" {
+		t.Fatalf("the worker's own job = %+v", j)
+	}
+	r.stop()
+	if err := r.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := c.Job(t.Context(), ids[0]); err != nil || j.State != "queued" {
+		t.Fatalf("the other queue's job = %+v, %v; want it still queued", j, err)
+	}
+}

@@ -53,9 +53,7 @@ after --kill-grace. While jobs run the lease is renewed; with no work the
 agent long-polls (--wait) and backs off on errors.
 
 The server hands out jobs of every queue whose required capabilities the
-agent offers (--capability); --queue restricts the agent to those queues (a
-job of another queue is reported failed), so route work with a queue's
-requires and the agents' capabilities.
+agent offers (--capability), or, with --queue, of the named queues only.
 
 SIGTERM or SIGINT: stop fetching, let the running jobs finish and report
 them, leave. A second signal aborts: the processes are killed and their jobs
@@ -71,7 +69,7 @@ reported failed.`,
 	f.StringVar(&o.server, "server", defaultServer, "address of the usher server (also $USHER_SERVER)")
 	f.StringVar(&o.token, "token", "", "API token with the agent role (also $USHER_TOKEN)")
 	f.StringVar(&o.name, "name", "", "agent name, unique per process (default: host name and pid)")
-	f.StringArrayVar(&o.queues, "queue", nil, "run only jobs of this queue (repeatable; default: any queue the server hands out)")
+	f.StringArrayVar(&o.queues, "queue", nil, "take jobs of this queue only (repeatable; default: every queue whose requirements the capabilities meet)")
 	f.StringArrayVar(&o.caps, "capability", nil, "capability offered to queues' requirements (repeatable)")
 	f.IntVar(&o.concurrency, "concurrency", 1, "jobs run at once")
 	f.StringVar(&o.payload, "payload", o.payload, "how the payload reaches the command: args or stdin")
