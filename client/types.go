@@ -205,8 +205,8 @@ type LeaseRequest struct {
 	// Queues, when given, are the only queues the agent takes work from.
 	Queues []string `json:"queues,omitempty"`
 	Slots  int      `json:"slots"`
-	Max          int      `json:"max,omitempty"`
-	WaitMs       int      `json:"waitMs,omitempty"`
+	Max    int      `json:"max,omitempty"`
+	WaitMs int      `json:"waitMs,omitempty"`
 }
 
 // LeaseAnswer is the work handed to an agent and how long its lease lasts
