@@ -107,8 +107,8 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 	if got.jobs != nil {
 		ans.Jobs = got.jobs
 	}
-	if err := got.p.Wait(ctx); err != nil {
-		return LeaseAnswer{}, fmt.Errorf("%w: %v", ErrStore, err)
+	if err := waitError(got.p.Wait(ctx)); err != nil {
+		return LeaseAnswer{}, err
 	}
 	return ans, nil
 }
