@@ -300,6 +300,7 @@ func (e *Engine) requeued(id string, at time.Time, r *Result) {
 	if j == nil {
 		return
 	}
+	e.dropHeld(j)
 	j.running, j.agent = false, ""
 	if at.After(e.cfg.Now()) {
 		j.retryAt = at
@@ -314,7 +315,15 @@ func (e *Engine) finished(id string, s State, at time.Time, r *Result) {
 		return
 	}
 	delete(e.live, id)
+	e.dropHeld(j)
 	e.emit(Op{Kind: OpFinish, ID: j.n, State: s, At: at, Result: r})
+}
+
+// dropHeld forgets that a job runs on its agent.
+func (e *Engine) dropHeld(j *liveJob) {
+	if a := e.agents[j.agent]; a != nil && j.running {
+		delete(a.held, j.id)
+	}
 }
 
 // jobID is the string form of a job number, the core's id.

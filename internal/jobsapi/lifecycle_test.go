@@ -233,3 +233,23 @@ func TestUnleasedJobsGoBackUncounted(t *testing.T) {
 	complete(t, s, "b", 0, again...)
 	checkIdle(t, s)
 }
+
+// An agent that lists the jobs it holds gets back, as new work, a job the
+// server leased to it whose answer it never received; jobs it does hold
+// stay its own.
+func TestLeaseHoldingHandsBackLostJobs(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "q"})
+	ids := enqueue(t, s, map[string]any{"queue": "q"}, map[string]any{"queue": "q"})
+	got := lease(t, s, "a", nil, 2, 2) // both answers "lost" but the first
+	kept := got[0]
+	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 2, "max": 1,
+		"holding": []any{map[string]any{"id": kept.ID, "attempt": kept.Attempt}}}, 200)
+	again := out["jobs"].([]any)
+	if len(again) != 1 || again[0].(map[string]any)["id"] != ids[1] || again[0].(map[string]any)["attempt"] != 1.0 {
+		t.Fatalf("lease with holding = %v; want job %s again at attempt 1", again, ids[1])
+	}
+	if st := jobState(t, s, kept.ID); st != "running" {
+		t.Fatalf("the held job is %s; want running", st)
+	}
+}
