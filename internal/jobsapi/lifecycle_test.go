@@ -253,3 +253,21 @@ func TestLeaseHoldingHandsBackLostJobs(t *testing.T) {
 		t.Fatalf("the held job is %s; want running", st)
 	}
 }
+
+// A job waiting out a retry's backoff still waits after a restart.
+func TestRetryBackoffSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usher.db")
+	s := jobsapitest.StartAt(t, path, jobsapitest.Options{})
+	queue(t, s, map[string]any{"name": "q", "retry": map[string]any{"maxAttempts": 2, "backoffMs": 3600000}})
+	id := enqueue(t, s, map[string]any{"queue": "q"})[0]
+	complete(t, s, "a", 1, lease(t, s, "a", nil, 1, 1)...)
+	copyPath := filepath.Join(t.TempDir(), "copy.db")
+	copyDB(t, path, copyPath)
+	r := jobsapitest.StartAt(t, copyPath, jobsapitest.Options{})
+	if st := jobState(t, r, id); st != "delayed" {
+		t.Fatalf("after a restart the job is %s; want delayed", st)
+	}
+	if got := lease(t, r, "b", nil, 1, 1); len(got) != 0 {
+		t.Fatalf("a job an hour from its retry was leased at once: %v", got)
+	}
+}
