@@ -93,3 +93,34 @@ func TestPruneDeletesOnlyOldFinishedJobs(t *testing.T) {
 		}
 	}
 }
+
+// Runs of starts of one lease answer and of plain successes are written
+// in one statement each: every job of the run gets its own attempt and
+// state, and a success with output in the middle ends the run.
+func TestRunsOfStartsAndSuccesses(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "usher.db"))
+	now := time.Now()
+	ok := &jobs.Result{}
+	apply(t, s, insert(1), insert(2), insert(3), insert(4),
+		jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 1, Agent: "a", At: now},
+		jobs.Op{Kind: jobs.OpStart, ID: 2, Attempt: 3, Agent: "a", At: now},
+		jobs.Op{Kind: jobs.OpStart, ID: 3, Attempt: 2, Agent: "a", At: now},
+		jobs.Op{Kind: jobs.OpStart, ID: 4, Attempt: 1, Agent: "b", At: now},
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateSucceeded, At: now, Result: ok},
+		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{Output: "said"}},
+		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobs.StateSucceeded, At: now, Result: ok},
+		jobs.Op{Kind: jobs.OpFinish, ID: 4, State: jobs.StateSucceeded, At: now, Result: ok},
+	)
+	want := map[int64]struct {
+		attempt int
+		agent   string
+		output  string
+	}{1: {1, "a", ""}, 2: {3, "a", "said"}, 3: {2, "a", ""}, 4: {1, "b", ""}}
+	for id, w := range want {
+		j, err := s.Job(context.Background(), id)
+		if err != nil || j.State != jobs.StateSucceeded || j.Attempt != w.attempt || j.Agent != w.agent || j.Output != w.output ||
+			j.ExitCode == nil || *j.ExitCode != 0 {
+			t.Errorf("job %d = %+v, %v; want succeeded at attempt %d by %s with output %q", id, j, err, w.attempt, w.agent, w.output)
+		}
+	}
+}
