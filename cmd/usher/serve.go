@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/service"
 )
 
@@ -20,12 +21,15 @@ type serveOptions struct {
 	sandbox                           sandboxFlags
 	cacheBytes, uploadBytes, maxBytes byteSize
 	shareBytes                        byteSize
+	jobTiers                          string
+	jobsMaxBody                       byteSize
 }
 
 func newServeCommand() *cobra.Command {
 	var (
 		cfg service.Config
-		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10}
+		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10,
+			jobTiers: "fast=1m,medium=10m@50%,slow=1h@25%", jobsMaxBody: 32 << 20}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -36,7 +40,11 @@ the scheduling core with seed 000's tiers, a SQLite file for durable state
 unless --backends says otherwise), plus any remote backends given with
 --backend. See docs/operations.md.
 
-Endpoints: /asy (seed 001's queue protocol, docs/protocol.md), /livez,
+Generic jobs: /v1 (docs/api.md) with queues, key limits, workflows and
+agents, kept in the same SQLite file; on first start an admin token is
+written to usher-admin.token beside the data file.
+
+Endpoints: /asy (seed 001's queue protocol, docs/protocol.md), /v1, /livez,
 /readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting
 connections, lets running tasks finish for up to --shutdown-grace, then
 aborts them.`,
@@ -47,6 +55,11 @@ aborts them.`,
 			cfg.WebApp = webapp.Handler()
 			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
 			cfg.ShareBytes = int64(o.shareBytes)
+			tiers, err := jobs.ParseTiers(o.jobTiers)
+			if err != nil {
+				return fmt.Errorf("serve: --job-tiers: %w", err)
+			}
+			cfg.Jobs.Tiers, cfg.Jobs.MaxBody = tiers, int64(o.jobsMaxBody)
 			cfg.Sandbox.Limits.Files, cfg.Sandbox.Limits.Upload = cfg.Queue.MaxFiles, cfg.Queue.MaxUpload
 			svc, err := service.New(cfg)
 			if err != nil {
@@ -72,6 +85,11 @@ aborts them.`,
 	f.DurationVar(&cfg.Queue.IdleBeforeRun, "idle-before-run", time.Minute, "a client must send run this soon after connecting")
 	f.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long running tasks may finish after a stop signal")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	f.StringVar(&o.jobTiers, "job-tiers", o.jobTiers, "duration tiers of generic jobs, fastest first: name=duration[@limit|@share%],...")
+	f.DurationVar(&cfg.Jobs.LeaseTTL, "agent-lease", 30*time.Second, "how long an agent's lease lasts after each call")
+	f.StringVar(&cfg.Jobs.AdminToken, "admin-token", "", "make this string an admin token of /v1 (at least 16 characters)")
+	f.StringVar(&cfg.Jobs.AdminTokenFile, "admin-token-file", "", "where a new admin token is written on first start (default: usher-admin.token beside --data)")
+	f.Var(&o.jobsMaxBody, "max-body", "largest /v1 request body")
 	o.sandbox.register(f)
 	envFallback(cmd, "USHER_SERVE_")
 	return cmd

@@ -87,7 +87,7 @@ type Dispatcher struct {
 	queuedBy map[string]int
 	queued   int
 	seq      uint64
-	fresh    bool // a task joined the queue since the last estimate pass
+	fresh    bool            // a task joined the queue since the last estimate pass
 	down     map[string]bool // remote backends out of the pool, for the dashboard
 	recent   recentEvents
 	finished []time.Time // completions of the last minute, oldest first

@@ -24,11 +24,14 @@ import (
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/backend"
+	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/jobstore"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/internal/tokens"
 	"github.com/usherhq/usher/internal/uploads"
 )
 
@@ -57,6 +60,23 @@ type Config struct {
 	// WebApp, when set, serves the browser front end at /, /s/{id},
 	// /dashboard and /assets/.
 	WebApp http.Handler
+	// Jobs configures the generic jobs of /v1.
+	Jobs JobsConfig
+}
+
+// JobsConfig configures the generic jobs of /v1.
+type JobsConfig struct {
+	// Tiers are the duration tiers of generic jobs (empty: jobs.DefaultTiers).
+	Tiers []sched.Tier
+	// LeaseTTL is how long an agent's lease lasts (0: 30 s).
+	LeaseTTL time.Duration
+	// AdminToken, when set, is made an admin token.
+	AdminToken string
+	// AdminTokenFile receives a new admin token when none exists
+	// (default: usher-admin.token beside the data file).
+	AdminTokenFile string
+	// MaxBody caps a /v1 request body (0: 32 MiB).
+	MaxBody int64
 }
 
 // Service is a configured, not yet serving, embedded default.
@@ -69,6 +89,10 @@ type Service struct {
 	registry *prometheus.Registry
 	runner   *sandbox.Runner
 	shares   *shares.Store
+	jobs     *jobs.Engine
+	jobStore *jobstore.Store
+	tokens   *tokens.Store
+	jobsAPI  http.Handler
 	queueCfg asyqueue.Config // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
@@ -129,6 +153,9 @@ func (s *Service) open(ctx context.Context) error {
 	if s.shares, err = shares.Open(ctx, db, s.queueCfg.MaxFiles, shareBytes); err != nil {
 		return err
 	}
+	if err := s.openJobs(ctx); err != nil {
+		return err
+	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := asyqueue.NewMetrics(s.registry, s.d)
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
@@ -168,6 +195,7 @@ func (s *Service) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/info", s.apiInfo)
 	mux.HandleFunc("GET /api/dashboard", s.apiDashboard)
+	mux.Handle("/v1/", s.jobsAPI)
 	mux.HandleFunc("POST /api/shares", s.apiPostShare)
 	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
 	if s.cfg.WebApp != nil {
@@ -192,6 +220,7 @@ func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
 // the service can take tasks.
 func (s *Service) Start() error {
 	go s.d.Run(s.ctx)
+	go s.jobs.Run(s.ctx)
 	for i := range s.cfg.LocalBackends {
 		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), backend.Sandbox(s.runner)); err != nil {
 			return err
@@ -242,6 +271,7 @@ func (s *Service) shutdown(srv *http.Server) error {
 		grace = 30 * time.Second
 	}
 	s.cfg.Logger.Info("usher shutting down", "grace", grace)
+	s.jobs.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = srv.Shutdown(ctx) // hijacked WebSocket connections are not waited for here
@@ -259,6 +289,9 @@ func (s *Service) shutdown(srv *http.Server) error {
 
 func (s *Service) close() {
 	s.stopAll()
+	if s.jobStore != nil {
+		s.jobStore.Close()
+	}
 	if s.db != nil {
 		s.db.Close()
 	}

@@ -1,0 +1,296 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/usherhq/usher/internal/sched"
+)
+
+// agent is what the engine keeps of an agent beside the core's worker:
+// what it offers and what it must be told at its next renewal.
+type agent struct {
+	caps     []string
+	slots    int
+	stop     []JobAttempt
+	timeouts []NewTimeout
+}
+
+// waiter is a lease request waiting for work.
+type waiter struct {
+	agent string
+	max   int
+	ch    chan leased // buffered: the engine never blocks on it
+}
+
+type leased struct {
+	jobs []LeasedJob
+	p    Pending
+}
+
+// Limits of a lease request.
+const (
+	maxSlots  = 10000
+	maxWaitMs = 60000
+)
+
+func checkLease(req *LeaseRequest) error {
+	if err := checkAgentName(req.Agent); err != nil {
+		return err
+	}
+	if req.Slots < 1 || req.Slots > maxSlots {
+		return invalid("slots", "%d is outside 1..%d", req.Slots, maxSlots)
+	}
+	if req.Max == 0 {
+		req.Max = req.Slots
+	}
+	if req.Max < 1 || req.Max > req.Slots {
+		return invalid("max", "%d is outside 1..slots (%d)", req.Max, req.Slots)
+	}
+	if req.WaitMs < 0 || req.WaitMs > maxWaitMs {
+		return invalid("waitMs", "%d is outside 0..%d", req.WaitMs, maxWaitMs)
+	}
+	for i, c := range req.Capabilities {
+		if c == "" {
+			return invalid(fmt.Sprintf("capabilities[%d]", i), "empty capability")
+		}
+	}
+	return nil
+}
+
+func checkAgentName(name string) error {
+	if name == "" || len(name) > 128 {
+		return invalid("agent", "an agent names itself with 1-128 characters")
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return invalid("agent", "control character in %q", name)
+		}
+	}
+	return nil
+}
+
+// Lease hands an agent up to req.Max jobs, waiting up to req.WaitMs for
+// some when none is ready. Asking registers the agent and renews its lease.
+func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, error) {
+	if err := checkLease(&req); err != nil {
+		return LeaseAnswer{}, err
+	}
+	ans := LeaseAnswer{Jobs: []LeasedJob{}, LeaseMs: e.cfg.LeaseTTL.Milliseconds()}
+	e.mu.Lock()
+	if err := e.registerLocked(req); err != nil {
+		e.mu.Unlock()
+		return LeaseAnswer{}, err
+	}
+	jobs := e.pullLocked(req.Agent, req.Max)
+	if len(jobs) > 0 || req.WaitMs == 0 || e.draining {
+		ans.Jobs = append(ans.Jobs, jobs...)
+		return ans, e.commit(ctx)
+	}
+	w := &waiter{agent: req.Agent, max: req.Max, ch: make(chan leased, 1)}
+	e.waiters = append(e.waiters, w)
+	e.mu.Unlock()
+	got, ok := e.await(ctx, w, min(time.Duration(req.WaitMs)*time.Millisecond, e.cfg.LeaseTTL/2))
+	if !ok {
+		return ans, nil
+	}
+	if got.jobs != nil {
+		ans.Jobs = got.jobs
+	}
+	if err := got.p.Wait(ctx); err != nil {
+		return LeaseAnswer{}, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return ans, nil
+}
+
+// await waits for a waiter to be served, for d, or for ctx. When it gives
+// up, the waiter leaves (or, served meanwhile, takes what it got).
+func (e *Engine) await(ctx context.Context, w *waiter, d time.Duration) (leased, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case got := <-w.ch:
+		return got, true
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if i := slices.Index(e.waiters, w); i >= 0 {
+		e.waiters = slices.Delete(e.waiters, i, i+1)
+		_ = e.core.Renew(w.agent) // it was asking all along
+		return leased{}, false
+	}
+	return <-w.ch, true
+}
+
+// registerLocked makes the agent known to the core with its slots and
+// capabilities, or renews its lease when nothing changed.
+func (e *Engine) registerLocked(req LeaseRequest) error {
+	caps := slices.Clone(req.Capabilities)
+	sort.Strings(caps)
+	caps = slices.Compact(caps)
+	if a := e.agents[req.Agent]; a != nil && a.slots == req.Slots && slices.Equal(a.caps, caps) {
+		if err := e.core.Renew(req.Agent); err == nil {
+			return nil
+		}
+	}
+	err := e.core.AddWorker(sched.WorkerSpec{ID: req.Agent, Capabilities: caps, Slots: req.Slots, LeaseTTL: e.cfg.LeaseTTL})
+	if err != nil {
+		return invalid("", "%v", err)
+	}
+	if a := e.agents[req.Agent]; a != nil {
+		a.caps, a.slots = caps, req.Slots
+	} else {
+		e.agents[req.Agent] = &agent{caps: caps, slots: req.Slots}
+	}
+	return nil
+}
+
+// pullLocked takes up to max jobs for the agent from the core and records
+// their start.
+func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
+	as, err := e.core.PullAppend(e.pullBuf[:0], agentID, max)
+	e.pullBuf = as[:0]
+	if err != nil || len(as) == 0 {
+		return nil
+	}
+	now := e.cfg.Now()
+	out := make([]LeasedJob, len(as))
+	for i, a := range as {
+		j := e.live[a.JobID]
+		j.running, j.attempt, j.agent, j.retryAt = true, a.Attempt, agentID, time.Time{}
+		timeout := a.Duration.Milliseconds()
+		if j.timeoutMs > 0 && j.timeoutMs < timeout {
+			timeout = j.timeoutMs
+		}
+		out[i] = LeasedJob{ID: a.JobID, Queue: a.Queue, Attempt: a.Attempt, Payload: j.payload, TimeoutMs: timeout}
+		e.emit(Op{Kind: OpStart, ID: j.n, Attempt: a.Attempt, Agent: agentID, At: now})
+	}
+	return out
+}
+
+// serveWaitersLocked gives ready work to agents waiting for it.
+func (e *Engine) serveWaitersLocked() {
+	if len(e.waiters) == 0 {
+		return
+	}
+	kept := e.waiters[:0]
+	for _, w := range e.waiters {
+		jobs := e.pullLocked(w.agent, w.max)
+		if len(jobs) == 0 {
+			if _, known := e.agents[w.agent]; known {
+				kept = append(kept, w)
+				continue
+			}
+		}
+		w.ch <- leased{jobs: jobs, p: e.flushLocked()}
+	}
+	clear(e.waiters[len(kept):])
+	e.waiters = kept
+}
+
+// Renew extends an agent's lease and tells it which running jobs to stop
+// and which got a shorter time limit. ErrNotFound when its lease lapsed.
+func (e *Engine) Renew(agentID string) (RenewAnswer, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a := e.agents[agentID]
+	if a == nil || e.core.Renew(agentID) != nil {
+		return RenewAnswer{}, notFound("agent", "no agent %q holds a lease (it lapsed, or the agent never asked for work)", agentID)
+	}
+	ans := RenewAnswer{LeaseMs: e.cfg.LeaseTTL.Milliseconds(), Stop: a.stop, Timeouts: a.timeouts}
+	if ans.Stop == nil {
+		ans.Stop = []JobAttempt{}
+	}
+	if ans.Timeouts == nil {
+		ans.Timeouts = []NewTimeout{}
+	}
+	a.stop, a.timeouts = nil, nil
+	return ans, nil
+}
+
+// Complete records how attempts ended. A repeated, late or unknown report
+// is acknowledged as ignored and changes nothing.
+func (e *Engine) Complete(ctx context.Context, agentID string, results []Result) ([]Ack, error) {
+	for i := range results {
+		if results[i].ID == "" || results[i].Attempt < 1 {
+			return nil, invalid(fmt.Sprintf("results[%d]", i), "needs an id and an attempt of at least 1")
+		}
+	}
+	acks := make([]Ack, len(results))
+	e.mu.Lock()
+	_ = e.core.Renew(agentID)
+	now := e.cfg.Now()
+	for i := range results {
+		acks[i] = e.completeLocked(&results[i], now)
+	}
+	e.afterChangeLocked()
+	return acks, e.commit(ctx)
+}
+
+func (e *Engine) completeLocked(r *Result, now time.Time) Ack {
+	outcome := sched.FailedAttempt
+	if r.Succeeded() {
+		outcome = sched.Succeeded
+	}
+	ack := e.core.Complete(r.ID, r.Attempt, outcome)
+	if ack.Ignored {
+		return Ack{ID: r.ID, Ignored: true}
+	}
+	r.Output = tail(r.Output, e.cfg.MaxOutput)
+	r.Error = tail(r.Error, 4096)
+	switch {
+	case outcome == sched.Succeeded:
+		e.finished(r.ID, StateSucceeded, now, r)
+	case ack.Retrying:
+		e.requeued(r.ID, ack.RetryAt, r)
+	default:
+		e.finished(r.ID, StateFailed, now, r)
+	}
+	return Ack{ID: r.ID, Retrying: ack.Retrying}
+}
+
+// tail keeps the last max bytes of s, cut at a UTF-8 boundary.
+func tail(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	s = s[len(s)-max:]
+	for i := 0; i < len(s) && i < 4; i++ {
+		if s[i]&0xC0 != 0x80 {
+			return s[i:]
+		}
+	}
+	return s
+}
+
+// Leave deregisters an agent: its running jobs are released and retried
+// by their policy, as when its lease lapses.
+func (e *Engine) Leave(ctx context.Context, agentID string) error {
+	e.mu.Lock()
+	err := e.core.RemoveWorker(agentID)
+	if err != nil && !errors.Is(err, sched.ErrUnknownWorker) {
+		e.mu.Unlock()
+		return fmt.Errorf("jobs: agent %s leaves: %w", agentID, err)
+	}
+	delete(e.agents, agentID)
+	e.afterChangeLocked()
+	return e.commit(ctx)
+}
+
+// Drain ends every waiting lease request with no work and makes later
+// ones answer at once: the server is shutting down.
+func (e *Engine) Drain() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.draining = true
+	for _, w := range e.waiters {
+		w.ch <- leased{p: e.last}
+	}
+	e.waiters = nil
+}

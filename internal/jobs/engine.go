@@ -1,0 +1,305 @@
+// Package jobs is the engine of usher's generic jobs: it drives the
+// scheduling core (internal/sched) for the queues, jobs, workflows and
+// agents of the /v1 API, and keeps them durable through a Store.
+//
+// One mutex serializes the core. Every operation decides in memory, appends
+// its changes to the store while it still holds the mutex (so the store
+// writes them in the core's order), and waits for them to be durable after
+// letting go of it: callers are told of nothing that a crash could undo,
+// and concurrent callers share one transaction (group commit).
+//
+// The files follow the API: queues.go (queues and key limits), submit.go
+// (jobs and workflows), agents.go (leases, renewals, completions), read.go
+// (jobs, workflows and stats as the API shows them), restore.go (rebuilding
+// the core from the store at start).
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/usherhq/usher/internal/sched"
+)
+
+// Config configures an Engine.
+type Config struct {
+	Store Store
+	// Tiers are the duration tiers of generic jobs; empty means
+	// DefaultTiers.
+	Tiers []sched.Tier
+	// LeaseTTL is how long an agent's lease lasts after each call
+	// (default 30 s).
+	LeaseTTL time.Duration
+	// MaxOutput caps the output kept per attempt; the tail is kept
+	// (default 64 KiB).
+	MaxOutput int
+	// MaxPayload caps a job's payload (default 1 MiB).
+	MaxPayload int
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// DefaultTiers are the duration tiers of generic jobs unless configured:
+// fast 1 min on every slot, medium 10 min on half, slow 1 h on a quarter.
+func DefaultTiers() []sched.Tier {
+	return []sched.Tier{
+		{Name: "fast", Duration: time.Minute},
+		{Name: "medium", Duration: 10 * time.Minute, Share: 0.5},
+		{Name: "slow", Duration: time.Hour, Share: 0.25},
+	}
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Tiers) == 0 {
+		c.Tiers = DefaultTiers()
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = 64 << 10
+	}
+	if c.MaxPayload <= 0 {
+		c.MaxPayload = 1 << 20
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Engine serves generic jobs. Create it with Open and drive its clock with
+// Run.
+type Engine struct {
+	cfg   Config
+	store Store
+
+	mu      sync.Mutex
+	core    *sched.Scheduler
+	queues  map[string]Queue
+	limits  map[string]int
+	live    map[string]*liveJob // unfinished jobs by id
+	agents  map[string]*agent
+	waiters []*waiter
+	nextJob int64
+	nextWF  int64
+	pullBuf []sched.Assignment
+	// draining: the server is shutting down; lease requests do not wait.
+	draining bool
+	ops      []Op    // changes of the operation in progress
+	last     Pending // the changes appended last: waiting on it waits on all
+
+	wake chan struct{} // the clock loop recomputes its deadline
+}
+
+// liveJob is what the engine keeps of an unfinished job beside the core.
+type liveJob struct {
+	n         int64
+	id        string
+	queue     string
+	payload   json.RawMessage
+	timeoutMs int64 // the job's own limit; 0: its tier's
+	after     []string
+	workflow  int64
+	retryAt   time.Time // while delayed
+	running   bool
+	attempt   int
+	agent     string
+}
+
+// Open rebuilds the engine's state from the store.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	core, err := sched.New(sched.Config{Tiers: cfg.Tiers, Now: cfg.Now})
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	e := &Engine{
+		cfg: cfg, store: cfg.Store, core: core,
+		queues: map[string]Queue{}, limits: map[string]int{},
+		live: map[string]*liveJob{}, agents: map[string]*agent{},
+		wake: make(chan struct{}, 1), last: done{},
+	}
+	if err := e.restore(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Run applies the passage of time until ctx ends: lapsed agent leases and
+// retries whose backoff ended.
+func (e *Engine) Run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		next := e.core.NextDeadline()
+		e.mu.Unlock()
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(e.cfg.Now()), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+		case <-timer.C:
+			e.tick()
+		}
+	}
+}
+
+func (e *Engine) tick() {
+	e.mu.Lock()
+	e.core.Tick()
+	e.afterChangeLocked()
+	p := e.flushLocked()
+	e.mu.Unlock()
+	if err := p.Wait(context.Background()); err != nil {
+		e.cfg.Logger.Error("jobs: writing expired leases and retries", "err", err)
+	}
+}
+
+// poke tells the clock loop that the next deadline may have moved.
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Tiers returns the duration tiers.
+func (e *Engine) Tiers() []sched.Tier { return e.cfg.Tiers }
+
+// LeaseTTL returns how long an agent's lease lasts.
+func (e *Engine) LeaseTTL() time.Duration { return e.cfg.LeaseTTL }
+
+// emit records a change of the operation in progress.
+func (e *Engine) emit(op Op) { e.ops = append(e.ops, op) }
+
+// flushLocked hands the operation's changes to the store, in order, and
+// returns what to wait on: those changes, or when there are none the last
+// ones appended (the store writes in order, so that covers anything this
+// operation may have flushed earlier).
+func (e *Engine) flushLocked() Pending {
+	if len(e.ops) == 0 {
+		return e.last
+	}
+	e.last = e.store.Append(e.ops...)
+	clear(e.ops)
+	e.ops = e.ops[:0]
+	return e.last
+}
+
+// commit is flushLocked, unlock, and wait: the end of every operation
+// that changes state.
+func (e *Engine) commit(ctx context.Context) error {
+	p := e.flushLocked()
+	e.mu.Unlock()
+	if err := p.Wait(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
+}
+
+// done is a Pending with nothing to wait for.
+type done struct{}
+
+func (done) Wait(context.Context) error { return nil }
+
+// afterChangeLocked carries out what the core decided: events, then work
+// for agents waiting for some.
+func (e *Engine) afterChangeLocked() {
+	e.applyEventsLocked()
+	e.serveWaitersLocked()
+	e.poke()
+}
+
+func (e *Engine) applyEventsLocked() {
+	now := e.cfg.Now()
+	for _, ev := range e.core.Events() {
+		switch ev.Kind {
+		case sched.EventStopped:
+			e.direct(ev.WorkerID, func(a *agent) { a.stop = append(a.stop, JobAttempt{ID: ev.JobID, Attempt: ev.Attempt}) })
+		case sched.EventDowngraded:
+			e.downgraded(ev)
+		case sched.EventRetrying:
+			e.requeued(ev.JobID, ev.At, agentLost(ev))
+		case sched.EventFailed:
+			e.finished(ev.JobID, StateFailed, now, agentLost(ev))
+		case sched.EventCancelled:
+			e.finished(ev.JobID, StateCancelled, now, nil)
+		case sched.EventLeaseExpired:
+			e.cfg.Logger.Warn("jobs: agent lease lapsed", "agent", ev.WorkerID)
+			delete(e.agents, ev.WorkerID)
+		}
+	}
+}
+
+// agentLost is the result of an attempt whose agent left or lapsed.
+func agentLost(ev sched.Event) *Result {
+	return &Result{ID: ev.JobID, Attempt: ev.Attempt, ExitCode: -1,
+		Error: fmt.Sprintf("agent %s left or its lease lapsed while the job ran", ev.WorkerID)}
+}
+
+// downgraded tells an agent of an elastic job's shorter limit.
+func (e *Engine) downgraded(ev sched.Event) {
+	e.direct(ev.WorkerID, func(a *agent) {
+		if ev.StopNow {
+			a.stop = append(a.stop, JobAttempt{ID: ev.JobID, Attempt: ev.Attempt})
+			return
+		}
+		a.timeouts = append(a.timeouts, NewTimeout{ID: ev.JobID, Attempt: ev.Attempt, TimeoutMs: ev.Duration.Milliseconds()})
+	})
+}
+
+func (e *Engine) direct(agentID string, f func(*agent)) {
+	if a := e.agents[agentID]; a != nil {
+		f(a)
+	}
+}
+
+// requeued records that a job runs again at (or after) at.
+func (e *Engine) requeued(id string, at time.Time, r *Result) {
+	j := e.live[id]
+	if j == nil {
+		return
+	}
+	j.running, j.agent = false, ""
+	if at.After(e.cfg.Now()) {
+		j.retryAt = at
+	}
+	e.emit(Op{Kind: OpRequeue, ID: j.n, At: at, Result: r})
+}
+
+// finished records a job's final state and forgets it.
+func (e *Engine) finished(id string, s State, at time.Time, r *Result) {
+	j := e.live[id]
+	if j == nil {
+		return
+	}
+	delete(e.live, id)
+	e.emit(Op{Kind: OpFinish, ID: j.n, State: s, At: at, Result: r})
+}
+
+// jobID is the string form of a job number, the core's id.
+func jobID(n int64) string { return strconv.FormatInt(n, 10) }
+
+// parseID reads a job or workflow id from the API.
+func parseID(field, s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, notFound(field, "no job %q", s)
+	}
+	return n, nil
+}

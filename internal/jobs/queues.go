@@ -1,0 +1,262 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/usherhq/usher/internal/sched"
+)
+
+var queueName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// CreateQueue defines a new queue; ErrConflict when it exists.
+func (e *Engine) CreateQueue(ctx context.Context, q Queue) (Queue, error) {
+	if !queueName.MatchString(q.Name) {
+		return Queue{}, invalid("name", "%q is not 1-128 characters of A-Z a-z 0-9 . _ -", q.Name)
+	}
+	e.mu.Lock()
+	if _, ok := e.queues[q.Name]; ok {
+		e.mu.Unlock()
+		return Queue{}, conflict("name", "queue %q exists", q.Name)
+	}
+	return e.putQueueLocked(ctx, q)
+}
+
+// UpdateQueue changes the given fields of a queue.
+func (e *Engine) UpdateQueue(ctx context.Context, name string, p QueuePatch) (Queue, error) {
+	e.mu.Lock()
+	q, ok := e.queues[name]
+	if !ok {
+		e.mu.Unlock()
+		return Queue{}, notFound("", "no queue %q", name)
+	}
+	applyPatch(&q, p)
+	return e.putQueueLocked(ctx, q)
+}
+
+func applyPatch(q *Queue, p QueuePatch) {
+	if p.Priority != nil {
+		q.Priority = *p.Priority
+	}
+	if p.Requires != nil {
+		q.Requires = *p.Requires
+	}
+	if p.Order != nil {
+		q.Order = *p.Order
+	}
+	if p.Batch != nil {
+		q.Batch = *p.Batch
+	}
+	if p.Active != nil {
+		q.Active = *p.Active
+	}
+	if p.Retry != nil {
+		q.Retry = *p.Retry
+	}
+}
+
+// putQueueLocked validates q, defines it in the core and stores it; it
+// unlocks e.mu.
+func (e *Engine) putQueueLocked(ctx context.Context, q Queue) (Queue, error) {
+	q = normalQueue(q)
+	spec, err := coreQueue(q)
+	if err == nil {
+		if cerr := e.core.DefineQueue(spec); cerr != nil {
+			err = invalid("", "%v", cerr)
+		}
+	}
+	if err != nil {
+		e.mu.Unlock()
+		return Queue{}, err
+	}
+	e.queues[q.Name] = q
+	e.emit(Op{Kind: OpPutQueue, Queue: &q})
+	e.afterChangeLocked()
+	return q, e.commit(ctx)
+}
+
+func normalQueue(q Queue) Queue {
+	if q.Order == "" {
+		q.Order = "fifo"
+	}
+	if q.Requires == nil {
+		q.Requires = []string{}
+	}
+	q.Requires = slices.Clone(q.Requires)
+	sort.Strings(q.Requires)
+	q.Requires = slices.Compact(q.Requires)
+	return q
+}
+
+// coreQueue is q as the core's QueueSpec, or a FieldError.
+func coreQueue(q Queue) (sched.QueueSpec, error) {
+	order, err := parseOrder(q.Order)
+	if err != nil {
+		return sched.QueueSpec{}, err
+	}
+	if q.Batch < 0 {
+		return sched.QueueSpec{}, invalid("batch", "%d is negative", q.Batch)
+	}
+	for i, c := range q.Requires {
+		if c == "" {
+			return sched.QueueSpec{}, invalid(fmt.Sprintf("requires[%d]", i), "empty capability")
+		}
+	}
+	retry, err := coreRetry(q.Retry)
+	if err != nil {
+		return sched.QueueSpec{}, prefixed("retry", err)
+	}
+	return sched.QueueSpec{Name: q.Name, Priority: q.Priority, Requires: q.Requires, Order: order,
+		Batch: q.Batch, Paused: !q.Active, Retry: retry}, nil
+}
+
+func parseOrder(s string) (sched.Order, error) {
+	switch s {
+	case "fifo":
+		return sched.OrderFIFO, nil
+	case "strict":
+		return sched.OrderStrict, nil
+	case "random":
+		return sched.OrderRandom, nil
+	}
+	return 0, invalid("order", "%q is not fifo, strict or random", s)
+}
+
+func coreRetry(r Retry) (sched.RetryPolicy, error) {
+	switch {
+	case r.MaxAttempts < 0 || r.MaxAttempts > 1000:
+		return sched.RetryPolicy{}, invalid("maxAttempts", "%d is outside 0..1000", r.MaxAttempts)
+	case r.BackoffMs < 0:
+		return sched.RetryPolicy{}, invalid("backoffMs", "%d is negative", r.BackoffMs)
+	case r.MaxBackoffMs < 0:
+		return sched.RetryPolicy{}, invalid("maxBackoffMs", "%d is negative", r.MaxBackoffMs)
+	}
+	return sched.RetryPolicy{MaxAttempts: r.MaxAttempts, Backoff: time.Duration(r.BackoffMs) * time.Millisecond,
+		MaxBackoff: time.Duration(r.MaxBackoffMs) * time.Millisecond}, nil
+}
+
+// Queue returns one queue.
+func (e *Engine) Queue(name string) (Queue, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q, ok := e.queues[name]
+	if !ok {
+		return Queue{}, notFound("", "no queue %q", name)
+	}
+	return q, nil
+}
+
+// Queues returns every queue, sorted by name.
+func (e *Engine) Queues() []Queue {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Queue, 0, len(e.queues))
+	for _, q := range e.queues {
+		out = append(out, q)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// DeleteQueue removes a queue and cancels its unfinished jobs (and their
+// dependants); ErrConflict while it has running jobs.
+func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
+	e.mu.Lock()
+	if _, ok := e.queues[name]; !ok {
+		e.mu.Unlock()
+		return notFound("", "no queue %q", name)
+	}
+	if n := e.runningIn(name); n > 0 {
+		e.mu.Unlock()
+		return conflict("", "queue %q has %d running jobs; wait for them or cancel them first", name, n)
+	}
+	if err := e.core.RemoveQueue(name); err != nil {
+		e.mu.Unlock()
+		if errors.Is(err, sched.ErrQueueBusy) {
+			return conflict("", "queue %q has running jobs", name)
+		}
+		return fmt.Errorf("jobs: delete queue %q: %w", name, err)
+	}
+	delete(e.queues, name)
+	e.emit(Op{Kind: OpDeleteQueue, Name: name})
+	e.afterChangeLocked()
+	return e.commit(ctx)
+}
+
+// FlushQueue cancels a queue's unfinished jobs (and their dependants);
+// ErrConflict while it has running jobs.
+func (e *Engine) FlushQueue(ctx context.Context, name string) (int, error) {
+	e.mu.Lock()
+	if _, ok := e.queues[name]; !ok {
+		e.mu.Unlock()
+		return 0, notFound("", "no queue %q", name)
+	}
+	if n := e.runningIn(name); n > 0 {
+		e.mu.Unlock()
+		return 0, conflict("", "queue %q has %d running jobs; wait for them or cancel them first", name, n)
+	}
+	var ids []string
+	for id, j := range e.live {
+		if j.queue == name {
+			ids = append(ids, id)
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		if e.live[id] != nil && e.cancelLocked(id) == nil {
+			n++
+		}
+	}
+	e.afterChangeLocked()
+	return n, e.commit(ctx)
+}
+
+func (e *Engine) runningIn(queue string) int {
+	n := 0
+	for _, j := range e.live {
+		if j.queue == queue && j.running {
+			n++
+		}
+	}
+	return n
+}
+
+// SetKeyLimit sets (or with 0 removes) the limit of a key or pattern.
+func (e *Engine) SetKeyLimit(ctx context.Context, l KeyLimit) (KeyLimit, error) {
+	if l.Pattern == "" {
+		return KeyLimit{}, invalid("pattern", "empty")
+	}
+	if l.Limit < 0 {
+		return KeyLimit{}, invalid("limit", "%d is negative", l.Limit)
+	}
+	e.mu.Lock()
+	if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
+		e.mu.Unlock()
+		return KeyLimit{}, invalid("pattern", "%v", err)
+	}
+	if l.Limit == 0 {
+		delete(e.limits, l.Pattern)
+	} else {
+		e.limits[l.Pattern] = l.Limit
+	}
+	e.emit(Op{Kind: OpPutLimit, Limit: &l})
+	e.afterChangeLocked()
+	return l, e.commit(ctx)
+}
+
+// KeyLimits returns every limit, sorted by pattern.
+func (e *Engine) KeyLimits() []KeyLimit {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]KeyLimit, 0, len(e.limits))
+	for p, l := range e.limits {
+		out = append(out, KeyLimit{Pattern: p, Limit: l})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pattern < out[j].Pattern })
+	return out
+}

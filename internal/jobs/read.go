@@ -1,0 +1,226 @@
+package jobs
+
+import (
+	"context"
+
+	"github.com/usherhq/usher/internal/sched"
+)
+
+// Job returns one job.
+func (e *Engine) Job(ctx context.Context, id string) (Job, error) {
+	n, err := parseID("", id)
+	if err != nil {
+		return Job{}, err
+	}
+	j, err := e.store.Job(ctx, n)
+	if err != nil {
+		return Job{}, err
+	}
+	e.mu.Lock()
+	e.overlayLocked(&j)
+	e.mu.Unlock()
+	return j, nil
+}
+
+// Jobs lists jobs in id order. The store tells unfinished from finished
+// jobs; the engine tells a waiting, delayed or queued job apart.
+func (e *Engine) Jobs(ctx context.Context, f Filter) ([]Job, error) {
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 100
+	}
+	want := f.State
+	switch want {
+	case "", StateRunning, StateSucceeded, StateFailed, StateCancelled:
+	case StateWaiting, StateDelayed, StateQueued:
+		f.State = StateQueued // the store keeps all three as queued
+	default:
+		return nil, invalid("state", "unknown state %q", want)
+	}
+	list, err := e.store.Jobs(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := list[:0]
+	for i := range list {
+		e.overlayLocked(&list[i])
+		if want == "" || list[i].State == want {
+			out = append(out, list[i])
+		}
+	}
+	return out, nil
+}
+
+// overlayLocked gives an unfinished job its state as the engine knows it.
+// It also fills in the attempts the job may have.
+func (e *Engine) overlayLocked(j *Job) {
+	if l := e.live[j.ID]; l != nil {
+		j.State = e.liveStateLocked(l)
+	}
+	r := e.queues[j.Queue].Retry
+	if j.Retry != nil {
+		r = *j.Retry
+	}
+	j.MaxAttempts = max(1, r.MaxAttempts)
+}
+
+func (e *Engine) liveStateLocked(j *liveJob) State {
+	switch {
+	case j.running:
+		return StateRunning
+	case j.retryAt.After(e.cfg.Now()):
+		return StateDelayed
+	}
+	for _, d := range j.after {
+		if _, ok := e.live[d]; ok {
+			return StateWaiting
+		}
+	}
+	return StateQueued
+}
+
+// Workflow returns a workflow and its jobs.
+func (e *Engine) Workflow(ctx context.Context, id string) (Workflow, error) {
+	n, err := parseID("", id)
+	if err != nil {
+		return Workflow{}, notFound("", "no workflow %q", id)
+	}
+	name, err := e.store.WorkflowInfo(ctx, n)
+	if err != nil {
+		return Workflow{}, err
+	}
+	w := Workflow{ID: id, Name: name, State: "succeeded", Jobs: []Job{}}
+	for after := int64(0); ; {
+		page, err := e.Jobs(ctx, Filter{Workflow: id, After: after, Limit: 1000})
+		if err != nil {
+			return Workflow{}, err
+		}
+		w.Jobs = append(w.Jobs, page...)
+		if len(page) < 1000 {
+			break
+		}
+		after = mustID(page[len(page)-1].ID)
+	}
+	for _, j := range w.Jobs {
+		switch {
+		case !j.State.Final():
+			w.State = "running"
+		case j.State != StateSucceeded && w.State == "succeeded":
+			w.State = "failed"
+		}
+	}
+	return w, nil
+}
+
+// Stats is the state of queues, keys, tiers and agents.
+type Stats struct {
+	Queues   []QueueStats `json:"queues"`
+	Keys     []KeyStats   `json:"keys"`
+	Groups   []KeyStats   `json:"groups"`
+	Tiers    []TierStats  `json:"tiers"`
+	Agents   []AgentStats `json:"agents"`
+	Counters Counters     `json:"counters"`
+}
+
+// QueueStats is one queue: Queued counts ready jobs, Blocked those of them
+// held back by a key, group or read/write gate, BlockedBy by which.
+type QueueStats struct {
+	Name      string         `json:"name"`
+	Queued    int            `json:"queued"`
+	Running   int            `json:"running"`
+	Waiting   int            `json:"waiting"`
+	Delayed   int            `json:"delayed"`
+	Blocked   int            `json:"blocked"`
+	BlockedBy map[string]int `json:"blockedBy"`
+}
+
+// KeyStats is a key's (or group's) running holders, limit and queued jobs.
+type KeyStats struct {
+	Key     string `json:"key"`
+	Running int    `json:"running"`
+	Limit   int    `json:"limit"`
+	Queued  int    `json:"queued"`
+}
+
+// TierStats is one duration tier.
+type TierStats struct {
+	Name       string `json:"name"`
+	DurationMs int64  `json:"durationMs"`
+	Running    int    `json:"running"`
+	Counted    int    `json:"counted"`
+	Limit      int    `json:"limit"`
+}
+
+// AgentStats is one agent's load.
+type AgentStats struct {
+	ID      string `json:"id"`
+	Slots   int    `json:"slots"`
+	Running int    `json:"running"`
+}
+
+// Counters are totals since the server started.
+type Counters struct {
+	Started       int `json:"started"`
+	Succeeded     int `json:"succeeded"`
+	Failed        int `json:"failed"`
+	Retried       int `json:"retried"`
+	Cancelled     int `json:"cancelled"`
+	Downgrades    int `json:"downgrades"`
+	LeaseExpiries int `json:"leaseExpiries"`
+}
+
+// Stats returns the current state of queues, keys, tiers and agents.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	snap := e.core.Snapshot()
+	e.mu.Unlock()
+	return statsOf(snap)
+}
+
+func statsOf(snap sched.Snapshot) Stats {
+	st := Stats{Queues: []QueueStats{}, Keys: keyStats(snap.Keys), Groups: keyStats(snap.Groups),
+		Tiers: []TierStats{}, Agents: []AgentStats{}}
+	for _, q := range snap.Queues {
+		by := q.BlockedBy
+		if by == nil {
+			by = map[string]int{}
+		}
+		st.Queues = append(st.Queues, QueueStats{Name: q.Name, Queued: q.Queued, Running: q.Running,
+			Waiting: q.Waiting, Delayed: q.Delayed, Blocked: q.Blocked, BlockedBy: by})
+	}
+	for _, t := range snap.Tiers {
+		st.Tiers = append(st.Tiers, TierStats{Name: t.Name, DurationMs: t.Duration.Milliseconds(),
+			Running: t.Running, Counted: t.Counted, Limit: t.Limit})
+	}
+	for _, w := range snap.Workers {
+		st.Agents = append(st.Agents, AgentStats{ID: w.ID, Slots: w.Slots, Running: w.Running})
+	}
+	c := snap.Counters
+	st.Counters = Counters{Started: c.Started, Succeeded: c.Succeeded, Failed: c.Failed, Retried: c.Retried,
+		Cancelled: c.Cancelled, Downgrades: c.Downgrades, LeaseExpiries: c.LeaseExpiries}
+	return st
+}
+
+func keyStats(ks []sched.KeyUsage) []KeyStats {
+	out := make([]KeyStats, len(ks))
+	for i, k := range ks {
+		out[i] = KeyStats(k)
+	}
+	return out
+}
+
+// CheckInvariants checks the core's invariants (DESIGN §3.3), for tests.
+func (e *Engine) CheckInvariants() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.CheckInvariants()
+}
+
+// Idle reports whether no job is unfinished and every counter of the core
+// is back at zero, for tests.
+func (e *Engine) Idle() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.Idle()
+}

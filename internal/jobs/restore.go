@@ -1,0 +1,77 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/usherhq/usher/internal/sched"
+)
+
+// restore rebuilds the core from the store: queues, limits, then every
+// unfinished job in id order with its unfinished dependencies, in one
+// atomic submission. A job that was running when the server stopped runs
+// again with the next attempt number, so that its agent's late report of
+// the interrupted attempt is ignored.
+func (e *Engine) restore(ctx context.Context) error {
+	snap, err := e.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("jobs: loading state: %w", err)
+	}
+	for _, q := range snap.Queues {
+		spec, err := coreQueue(normalQueue(q))
+		if err == nil {
+			err = e.core.DefineQueue(spec)
+		}
+		if err != nil {
+			return fmt.Errorf("jobs: restoring queue %q: %w", q.Name, err)
+		}
+		e.queues[q.Name] = normalQueue(q)
+	}
+	for _, l := range snap.Limits {
+		if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
+			return fmt.Errorf("jobs: restoring limit %q: %w", l.Pattern, err)
+		}
+		e.limits[l.Pattern] = l.Limit
+	}
+	e.nextJob, e.nextWF = max(snap.NextJob, 1), max(snap.NextWorkflow, 1)
+	if err := e.restoreJobs(snap.Jobs); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	return e.commit(ctx)
+}
+
+func (e *Engine) restoreJobs(recs []Record) error {
+	specs := make([]sched.JobSpec, 0, len(recs))
+	var edges []sched.Edge
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range recs {
+		r := &recs[i]
+		sp := r.Spec
+		cs := sched.JobSpec{ID: jobID(r.ID), Queue: sp.Queue, Priority: sp.Priority, Keys: sp.Keys,
+			Group: sp.Group, RunAfterFailure: sp.RunAfterFailure, Attempts: r.Attempt}
+		if err := e.checkBasics(&sp, &cs); err != nil {
+			return fmt.Errorf("jobs: restoring job %d: %w", r.ID, err)
+		}
+		after := make([]string, len(r.After))
+		for k, d := range r.After {
+			after[k] = jobID(d)
+			edges = append(edges, sched.Edge{From: after[k], To: cs.ID})
+		}
+		specs = append(specs, cs)
+		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
+			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow}
+		if r.Running {
+			e.emit(Op{Kind: OpRequeue, ID: r.ID, At: e.cfg.Now(), Result: &Result{ID: cs.ID, Attempt: r.Attempt,
+				ExitCode: -1, Error: "the server stopped while the job ran"}})
+		}
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	if err := e.core.SubmitWorkflow(specs, edges); err != nil {
+		return fmt.Errorf("jobs: restoring %d unfinished jobs: %w", len(specs), err)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package jobs
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps the engine's state durable. It works at the level of queue
+// operations: the engine decides, in memory, and appends what changed;
+// the store writes the changes in the order they were appended, many
+// operations per transaction, and says when they are durable. At start the
+// engine rebuilds its state from Load.
+//
+// internal/jobstore implements it on SQLite; a Redis store (multi-node
+// mode) implements the same interface.
+type Store interface {
+	// Load reads what the engine rebuilds from: queues, limits, unfinished
+	// jobs in id order, and the next ids.
+	Load(ctx context.Context) (*Snapshot, error)
+	// Append queues changes to be written after every change appended
+	// before. It never blocks on I/O; the caller waits on the result.
+	Append(ops ...Op) Pending
+	// Job reads one job; ErrNotFound when there is none.
+	Job(ctx context.Context, id int64) (Job, error)
+	// Jobs lists jobs in id order.
+	Jobs(ctx context.Context, f Filter) ([]Job, error)
+	// WorkflowInfo reads a workflow's name; ErrNotFound when there is none.
+	WorkflowInfo(ctx context.Context, id int64) (name string, err error)
+	// Close writes what was appended and closes the store.
+	Close() error
+}
+
+// Pending is appended changes on their way to disk.
+type Pending interface {
+	// Wait returns once the changes are durable, or the store failed.
+	Wait(ctx context.Context) error
+}
+
+// Snapshot is what Load reads.
+type Snapshot struct {
+	Queues       []Queue
+	Limits       []KeyLimit
+	Jobs         []Record // unfinished, in id order
+	NextJob      int64
+	NextWorkflow int64
+}
+
+// Record is an unfinished job as stored.
+type Record struct {
+	ID       int64
+	Spec     JobSpec // resolved: Tier and TimeoutMs set, After empty
+	Workflow int64
+	// Attempt is the number of the last attempt started (0: none yet).
+	Attempt int
+	// Running is true when an attempt was running at the last write.
+	Running bool
+	// After lists the job's unfinished dependencies.
+	After     []int64
+	CreatedAt time.Time
+}
+
+// OpKind says what an Op changes.
+type OpKind uint8
+
+// Operation kinds.
+const (
+	OpPutQueue    OpKind = iota + 1 // Queue
+	OpDeleteQueue                   // Name
+	OpPutLimit                      // Limit (0 removes it)
+	OpInsert                        // Record, with its dependencies in After
+	OpWorkflow                      // ID, Name: a workflow's row
+	OpStart                         // ID, Attempt, Agent, At
+	OpRequeue                       // ID, At (when it may run), Result: an attempt ended, the job runs again
+	OpFinish                        // ID, State, At, Result (may be nil)
+	OpReset                         // ID, At: a finished job queued again with fresh attempts
+)
+
+// Op is one change to durable state.
+type Op struct {
+	Kind    OpKind
+	ID      int64
+	Attempt int
+	Name    string
+	Agent   string
+	State   State
+	At      time.Time
+	Queue   *Queue
+	Limit   *KeyLimit
+	Record  *Record
+	Result  *Result
+}

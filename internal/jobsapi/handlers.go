@@ -1,0 +1,281 @@
+package jobsapi
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/tokens"
+)
+
+func (a *api) createQueue(w http.ResponseWriter, r *http.Request) error {
+	q := jobs.Queue{Active: true}
+	if err := decode(r, &q); err != nil {
+		return err
+	}
+	q, err := a.Engine.CreateQueue(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, q)
+}
+
+func (a *api) listQueues(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"queues": a.Engine.Queues()})
+}
+
+func (a *api) getQueue(w http.ResponseWriter, r *http.Request) error {
+	q, err := a.Engine.Queue(r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, q)
+}
+
+func (a *api) updateQueue(w http.ResponseWriter, r *http.Request) error {
+	var p jobs.QueuePatch
+	if err := decode(r, &p); err != nil {
+		return err
+	}
+	q, err := a.Engine.UpdateQueue(r.Context(), r.PathValue("name"), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, q)
+}
+
+func (a *api) deleteQueue(w http.ResponseWriter, r *http.Request) error {
+	if err := a.Engine.DeleteQueue(r.Context(), r.PathValue("name")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (a *api) flushQueue(w http.ResponseWriter, r *http.Request) error {
+	n, err := a.Engine.FlushQueue(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]int{"cancelled": n})
+}
+
+func (a *api) enqueueTargets(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if _, err := a.Engine.Queue(name); err != nil {
+		return err
+	}
+	targets, err := jobs.ParseTargets(r.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	ids, err := a.Engine.EnqueueTargets(r.Context(), name, targets)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string][]string{"ids": ids})
+}
+
+func (a *api) setLimit(w http.ResponseWriter, r *http.Request) error {
+	var l jobs.KeyLimit
+	if err := decode(r, &l); err != nil {
+		return err
+	}
+	l, err := a.Engine.SetKeyLimit(r.Context(), l)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+func (a *api) listLimits(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"limits": a.Engine.KeyLimits()})
+}
+
+func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Jobs []jobs.JobSpec `json:"jobs"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	ids, err := a.Engine.Enqueue(r.Context(), body.Jobs)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string][]string{"ids": ids})
+}
+
+func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := jobs.Filter{Queue: q.Get("queue"), State: jobs.State(q.Get("state")), Workflow: q.Get("workflow"), Limit: 100}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return &jobs.FieldError{Field: "limit", Msg: "must be 1..1000", Kind: jobs.ErrInvalid}
+		}
+		f.Limit = n
+	}
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return &jobs.FieldError{Field: "after", Msg: "must be a job id", Kind: jobs.ErrInvalid}
+		}
+		f.After = n
+	}
+	list, err := a.Engine.Jobs(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"jobs": list}
+	if len(list) > 0 && len(list) == f.Limit {
+		body["next"] = list[len(list)-1].ID
+	}
+	return writeJSON(w, http.StatusOK, body)
+}
+
+func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.Engine.Job(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, j)
+}
+
+func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.Engine.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, j)
+}
+
+func (a *api) retryJob(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.Engine.Retry(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, j)
+}
+
+func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
+	var spec jobs.WorkflowSpec
+	if err := decode(r, &spec); err != nil {
+		return err
+	}
+	id, byName, err := a.Engine.SubmitWorkflow(r.Context(), spec)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string]any{"id": id, "jobs": byName})
+}
+
+func (a *api) getWorkflow(w http.ResponseWriter, r *http.Request) error {
+	wf, err := a.Engine.Workflow(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wf)
+}
+
+func (a *api) lease(w http.ResponseWriter, r *http.Request) error {
+	var req jobs.LeaseRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	ans, err := a.Engine.Lease(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
+type agentBody struct {
+	Agent string `json:"agent"`
+}
+
+func (a *api) renew(w http.ResponseWriter, r *http.Request) error {
+	var b agentBody
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	ans, err := a.Engine.Renew(b.Agent)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
+func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		Agent   string        `json:"agent"`
+		Results []jobs.Result `json:"results"`
+	}
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	acks, err := a.Engine.Complete(r.Context(), b.Agent, b.Results)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string][]jobs.Ack{"acks": acks})
+}
+
+func (a *api) leave(w http.ResponseWriter, r *http.Request) error {
+	var b agentBody
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	if err := a.Engine.Leave(r.Context(), b.Agent); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (a *api) stats(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, a.Engine.Stats())
+}
+
+func (a *api) createToken(w http.ResponseWriter, r *http.Request) error {
+	var b struct {
+		Name string      `json:"name"`
+		Role tokens.Role `json:"role"`
+	}
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	if !b.Role.Valid() {
+		return &jobs.FieldError{Field: "role", Msg: "must be admin, client or agent", Kind: jobs.ErrInvalid}
+	}
+	if b.Name == "" || len(b.Name) > 128 {
+		return &jobs.FieldError{Field: "name", Msg: "1-128 characters", Kind: jobs.ErrInvalid}
+	}
+	t, secret, err := a.Tokens.Create(r.Context(), b.Name, b.Role)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, struct {
+		tokens.Token
+		Secret string `json:"token"`
+	}{t, secret})
+}
+
+func (a *api) listTokens(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"tokens": a.Tokens.List()})
+}
+
+func (a *api) deleteToken(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if self, _ := r.Context().Value(tokenKey{}).(tokens.Token); self.ID == id {
+		return &jobs.FieldError{Msg: "a token cannot delete itself", Kind: jobs.ErrConflict}
+	}
+	if err := a.Tokens.Delete(r.Context(), id); err != nil {
+		if err == tokens.ErrNotFound {
+			return &jobs.FieldError{Msg: "no token " + id, Kind: jobs.ErrNotFound}
+		}
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

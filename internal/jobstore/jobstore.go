@@ -1,0 +1,378 @@
+// Package jobstore keeps the generic jobs of internal/jobs in usher's
+// SQLite file: queues, key limits, workflows, and every job with its
+// payload, state, attempts and last result.
+//
+// One goroutine writes. Changes appended while it commits wait in the next
+// batch, so that one transaction carries the changes of many concurrent
+// requests (group commit) and the writes keep the order of the appends.
+// The file runs in WAL mode with synchronous=NORMAL: a committed change
+// survives the process being killed; a power cut may lose the last few
+// transactions.
+package jobstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/sqlitedb"
+)
+
+var schema = []string{`
+CREATE TABLE job_queues (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
+CREATE TABLE job_limits (pattern TEXT PRIMARY KEY, lim INTEGER NOT NULL);
+CREATE TABLE job_workflows (id INTEGER PRIMARY KEY, name TEXT NOT NULL, created_at INTEGER NOT NULL);
+CREATE TABLE jobs (
+	id INTEGER PRIMARY KEY,
+	queue TEXT NOT NULL,
+	state INTEGER NOT NULL,
+	spec TEXT NOT NULL,
+	payload BLOB,
+	workflow INTEGER,
+	attempt INTEGER NOT NULL DEFAULT 0,
+	agent TEXT,
+	ready_at INTEGER,
+	created_at INTEGER NOT NULL,
+	started_at INTEGER,
+	finished_at INTEGER,
+	exit_code INTEGER,
+	output TEXT,
+	error TEXT
+);
+CREATE INDEX jobs_unfinished ON jobs(id) WHERE state < 2;
+CREATE INDEX jobs_by_workflow ON jobs(workflow, id) WHERE workflow IS NOT NULL;
+CREATE TABLE job_deps (job INTEGER NOT NULL, dep INTEGER NOT NULL, PRIMARY KEY (job, dep)) WITHOUT ROWID;
+`}
+
+// States as stored: unfinished jobs are 0 (waiting, delayed or queued:
+// the engine tells them apart) or 1 (running).
+const (
+	stQueued = iota
+	stRunning
+	stSucceeded
+	stFailed
+	stCancelled
+)
+
+var stateNames = []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled}
+
+func stateCode(s jobs.State) int {
+	for i, n := range stateNames {
+		if n == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// Store is the SQLite jobs.Store.
+type Store struct {
+	db  *sql.DB
+	log *slog.Logger
+
+	mu      sync.Mutex
+	cur     *batch
+	closed  bool
+	signal  chan struct{}
+	stopped chan struct{}
+}
+
+// batch is the changes one transaction writes.
+type batch struct {
+	ops  []jobs.Op
+	done chan struct{}
+	err  error
+}
+
+// Wait implements jobs.Pending.
+func (b *batch) Wait(ctx context.Context) error {
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Open prepares the tables in db and starts the writer.
+func Open(ctx context.Context, db *sql.DB, log *slog.Logger) (*Store, error) {
+	if err := sqlitedb.Migrate(ctx, db, "jobs", schema); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Store{db: db, log: log, cur: newBatch(), signal: make(chan struct{}, 1), stopped: make(chan struct{})}
+	w, err := newWriter(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	go s.write(w)
+	return s, nil
+}
+
+func newBatch() *batch { return &batch{done: make(chan struct{})} }
+
+// Append implements jobs.Store.
+func (s *Store) Append(ops ...jobs.Op) jobs.Pending {
+	s.mu.Lock()
+	b := s.cur
+	if s.closed {
+		s.mu.Unlock()
+		return &batch{done: closedChan, err: errors.New("jobstore: closed")}
+	}
+	b.ops = append(b.ops, ops...)
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+	return b
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// write commits batches until the store closes.
+func (s *Store) write(w *writer) {
+	defer close(s.stopped)
+	defer w.close()
+	for range s.signal {
+		s.mu.Lock()
+		b, closed := s.cur, s.closed
+		s.cur = newBatch()
+		s.mu.Unlock()
+		if len(b.ops) > 0 {
+			b.err = w.commit(b.ops)
+			if b.err != nil {
+				s.log.Error("jobstore: commit failed", "ops", len(b.ops), "err", b.err)
+			}
+		}
+		close(b.done)
+		if closed {
+			return
+		}
+	}
+}
+
+// Close writes what was appended and stops the writer.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.signal <- struct{}{}
+	<-s.stopped
+	return nil
+}
+
+// Load implements jobs.Store.
+func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
+	snap := &jobs.Snapshot{}
+	if err := s.loadQueues(ctx, snap); err != nil {
+		return nil, err
+	}
+	if err := s.loadJobs(ctx, snap); err != nil {
+		return nil, err
+	}
+	err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM jobs`).Scan(&snap.NextJob)
+	if err == nil {
+		err = s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM job_workflows`).Scan(&snap.NextWorkflow)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: load ids: %w", err)
+	}
+	return snap, nil
+}
+
+func (s *Store) loadQueues(ctx context.Context, snap *jobs.Snapshot) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT spec FROM job_queues ORDER BY name`)
+	if err != nil {
+		return fmt.Errorf("jobstore: load queues: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var spec []byte
+		var q jobs.Queue
+		if err := rows.Scan(&spec); err != nil {
+			return fmt.Errorf("jobstore: load queues: %w", err)
+		}
+		if err := json.Unmarshal(spec, &q); err != nil {
+			return fmt.Errorf("jobstore: load queues: %w", err)
+		}
+		snap.Queues = append(snap.Queues, q)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("jobstore: load queues: %w", err)
+	}
+	lrows, err := s.db.QueryContext(ctx, `SELECT pattern, lim FROM job_limits ORDER BY pattern`)
+	if err != nil {
+		return fmt.Errorf("jobstore: load limits: %w", err)
+	}
+	defer lrows.Close()
+	for lrows.Next() {
+		var l jobs.KeyLimit
+		if err := lrows.Scan(&l.Pattern, &l.Limit); err != nil {
+			return fmt.Errorf("jobstore: load limits: %w", err)
+		}
+		snap.Limits = append(snap.Limits, l)
+	}
+	return lrows.Err()
+}
+
+func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, state, spec, payload, coalesce(workflow, 0), attempt, created_at
+		FROM jobs WHERE state < 2 ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("jobstore: load jobs: %w", err)
+	}
+	defer rows.Close()
+	index := map[int64]int{}
+	for rows.Next() {
+		var r jobs.Record
+		var state int
+		var spec, payload []byte
+		var created int64
+		if err := rows.Scan(&r.ID, &state, &spec, &payload, &r.Workflow, &r.Attempt, &created); err != nil {
+			return fmt.Errorf("jobstore: load jobs: %w", err)
+		}
+		if err := json.Unmarshal(spec, &r.Spec); err != nil {
+			return fmt.Errorf("jobstore: load job %d: %w", r.ID, err)
+		}
+		r.Spec.Payload, r.Spec.After = payload, nil
+		r.Running, r.CreatedAt = state == stRunning, time.UnixMilli(created)
+		index[r.ID] = len(snap.Jobs)
+		snap.Jobs = append(snap.Jobs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("jobstore: load jobs: %w", err)
+	}
+	return s.loadDeps(ctx, snap, index)
+}
+
+// loadDeps gives each unfinished job its unfinished dependencies.
+func (s *Store) loadDeps(ctx context.Context, snap *jobs.Snapshot, index map[int64]int) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT d.job, d.dep FROM job_deps d JOIN jobs j ON j.id = d.dep
+		WHERE j.state < 2 ORDER BY d.job, d.dep`)
+	if err != nil {
+		return fmt.Errorf("jobstore: load dependencies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var job, dep int64
+		if err := rows.Scan(&job, &dep); err != nil {
+			return fmt.Errorf("jobstore: load dependencies: %w", err)
+		}
+		if i, ok := index[job]; ok {
+			snap.Jobs[i].After = append(snap.Jobs[i].After, dep)
+		}
+	}
+	return rows.Err()
+}
+
+const jobColumns = `id, queue, state, spec, payload, coalesce(workflow, 0), attempt, coalesce(agent, ''),
+	created_at, started_at, finished_at, exit_code, coalesce(output, ''), coalesce(error, '')`
+
+// Job implements jobs.Store.
+func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
+	row := s.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id)
+	j, err := scanJob(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return jobs.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
+	}
+	return j, err
+}
+
+// Jobs implements jobs.Store.
+func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM jobs WHERE id > ?`
+	args := []any{f.After}
+	if f.Queue != "" {
+		q += ` AND queue = ?`
+		args = append(args, f.Queue)
+	}
+	if f.State != "" {
+		q += ` AND state = ?`
+		args = append(args, stateCode(f.State))
+	}
+	if f.Workflow != "" {
+		q += ` AND workflow = ?`
+		args = append(args, f.Workflow)
+	}
+	q += ` ORDER BY id LIMIT ?`
+	args = append(args, f.Limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: list jobs: %w", err)
+	}
+	defer rows.Close()
+	out := []jobs.Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanJob(r scanner) (jobs.Job, error) {
+	var (
+		j                         jobs.Job
+		id, wf, created           int64
+		state                     int
+		spec, payload             []byte
+		started, finished, exitCo sql.NullInt64
+	)
+	err := r.Scan(&id, &j.Queue, &state, &spec, &payload, &wf, &j.Attempt, &j.Agent,
+		&created, &started, &finished, &exitCo, &j.Output, &j.Error)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if err := json.Unmarshal(spec, &j.JobSpec); err != nil {
+		return jobs.Job{}, fmt.Errorf("jobstore: job %d: %w", id, err)
+	}
+	j.ID, j.Payload, j.State = fmt.Sprint(id), payload, stateNames[state]
+	if wf != 0 {
+		j.Workflow = fmt.Sprint(wf)
+	}
+	j.CreatedAt = time.UnixMilli(created).UTC()
+	j.StartedAt, j.FinishedAt = optTime(started), optTime(finished)
+	if exitCo.Valid {
+		c := int(exitCo.Int64)
+		j.ExitCode = &c
+	}
+	return j, nil
+}
+
+func optTime(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := time.UnixMilli(n.Int64).UTC()
+	return &t
+}
+
+// WorkflowInfo implements jobs.Store.
+func (s *Store) WorkflowInfo(ctx context.Context, id int64) (string, error) {
+	var name string
+	err := s.db.QueryRowContext(ctx, `SELECT name FROM job_workflows WHERE id = ?`, id).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", &jobs.FieldError{Msg: fmt.Sprintf("no workflow %d", id), Kind: jobs.ErrNotFound}
+	}
+	if err != nil {
+		return "", fmt.Errorf("jobstore: workflow %d: %w", id, err)
+	}
+	return name, nil
+}

@@ -1,0 +1,153 @@
+package jobstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/usherhq/usher/internal/jobs"
+)
+
+// writer holds the one connection that writes, with its statements
+// prepared once.
+type writer struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+	inTx  map[string]*sql.Stmt // stmts bound to the open transaction
+}
+
+var statements = map[string]string{
+	"putQueue":    `INSERT INTO job_queues (name, spec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec`,
+	"deleteQueue": `DELETE FROM job_queues WHERE name = ?`,
+	"putLimit":    `INSERT INTO job_limits (pattern, lim) VALUES (?, ?) ON CONFLICT (pattern) DO UPDATE SET lim = excluded.lim`,
+	"deleteLimit": `DELETE FROM job_limits WHERE pattern = ?`,
+	"workflow":    `INSERT INTO job_workflows (id, name, created_at) VALUES (?, ?, ?)`,
+	"insert": `INSERT INTO jobs (id, queue, state, spec, payload, workflow, attempt, created_at)
+		VALUES (?, ?, 0, ?, ?, nullif(?, 0), 0, ?)`,
+	"dep":   `INSERT OR IGNORE INTO job_deps (job, dep) VALUES (?, ?)`,
+	"start": `UPDATE jobs SET state = 1, attempt = ?, agent = ?, started_at = ?, ready_at = NULL WHERE id = ?`,
+	"requeue": `UPDATE jobs SET state = 0, agent = NULL, ready_at = ?,
+		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
+	"finish": `UPDATE jobs SET state = ?, finished_at = ?,
+		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
+	"reset": `UPDATE jobs SET state = 0, attempt = 0, agent = NULL, ready_at = NULL, started_at = NULL,
+		finished_at = NULL, exit_code = NULL, output = NULL, error = NULL WHERE id = ?`,
+}
+
+func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("jobstore: writer connection: %w", err)
+	}
+	w := &writer{conn: conn, stmts: map[string]*sql.Stmt{}, inTx: map[string]*sql.Stmt{}}
+	for name, q := range statements {
+		st, err := conn.PrepareContext(ctx, q)
+		if err != nil {
+			w.close()
+			return nil, fmt.Errorf("jobstore: prepare %s: %w", name, err)
+		}
+		w.stmts[name] = st
+	}
+	return w, nil
+}
+
+func (w *writer) close() {
+	for _, st := range w.stmts {
+		st.Close()
+	}
+	w.conn.Close()
+}
+
+// commit writes ops in one transaction.
+func (w *writer) commit(ops []jobs.Op) error {
+	ctx := context.Background()
+	tx, err := w.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("jobstore: begin: %w", err)
+	}
+	defer tx.Rollback()
+	defer clear(w.inTx)
+	for i := range ops {
+		if err := w.apply(ctx, tx, &ops[i]); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("jobstore: commit %d changes: %w", len(ops), err)
+	}
+	return nil
+}
+
+func (w *writer) exec(ctx context.Context, tx *sql.Tx, name string, args ...any) error {
+	st := w.inTx[name]
+	if st == nil {
+		st = tx.StmtContext(ctx, w.stmts[name])
+		w.inTx[name] = st
+	}
+	if _, err := st.ExecContext(ctx, args...); err != nil {
+		return fmt.Errorf("jobstore: %s: %w", name, err)
+	}
+	return nil
+}
+
+func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
+	switch op.Kind {
+	case jobs.OpPutQueue:
+		spec, _ := json.Marshal(op.Queue)
+		return w.exec(ctx, tx, "putQueue", op.Queue.Name, spec)
+	case jobs.OpDeleteQueue:
+		return w.exec(ctx, tx, "deleteQueue", op.Name)
+	case jobs.OpPutLimit:
+		if op.Limit.Limit == 0 {
+			return w.exec(ctx, tx, "deleteLimit", op.Limit.Pattern)
+		}
+		return w.exec(ctx, tx, "putLimit", op.Limit.Pattern, op.Limit.Limit)
+	case jobs.OpWorkflow:
+		return w.exec(ctx, tx, "workflow", op.ID, op.Name, op.At.UnixMilli())
+	case jobs.OpInsert:
+		return w.insert(ctx, tx, op.Record)
+	case jobs.OpStart:
+		return w.exec(ctx, tx, "start", op.Attempt, op.Agent, op.At.UnixMilli(), op.ID)
+	case jobs.OpRequeue:
+		code, out, msg := resultArgs(op.Result)
+		return w.exec(ctx, tx, "requeue", op.At.UnixMilli(), code, out, msg, op.ID)
+	case jobs.OpFinish:
+		code, out, msg := resultArgs(op.Result)
+		return w.exec(ctx, tx, "finish", stateCode(op.State), op.At.UnixMilli(), code, out, msg, op.ID)
+	case jobs.OpReset:
+		return w.exec(ctx, tx, "reset", op.ID)
+	}
+	return fmt.Errorf("jobstore: unknown change kind %d", op.Kind)
+}
+
+func (w *writer) insert(ctx context.Context, tx *sql.Tx, r *jobs.Record) error {
+	spec := r.Spec
+	spec.Payload = nil
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("jobstore: job %d: %w", r.ID, err)
+	}
+	var payload any
+	if len(r.Spec.Payload) > 0 {
+		payload = []byte(r.Spec.Payload)
+	}
+	if err := w.exec(ctx, tx, "insert", r.ID, spec.Queue, b, payload, r.Workflow, r.CreatedAt.UnixMilli()); err != nil {
+		return err
+	}
+	for _, d := range r.After {
+		if err := w.exec(ctx, tx, "dep", r.ID, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resultArgs are the exit code, output and error of a result, or NULLs
+// (which keep the stored ones) when there is none.
+func resultArgs(r *jobs.Result) (any, any, any) {
+	if r == nil {
+		return nil, nil, nil
+	}
+	return r.ExitCode, r.Output, r.Error
+}
