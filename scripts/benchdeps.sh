@@ -5,14 +5,13 @@
 # scripts/deps.sh on purpose: make test does not need them.
 #
 # The bench starts its own redis-server and its own PostgreSQL cluster (initdb
-# in a temp dir, loopback only); it uses neither Debian service, so this
-# script stops nothing and starts nothing.
+# in a temp dir, loopback only, as the user nobody when run as root); it uses
+# neither Debian service, so this script starts nothing.
 set -euo pipefail
 
 packages=(
   redis-server # hibiken/asynq's broker
-  postgresql   # riverqueue/river's database: initdb, pg_ctl, postgres
-  util-linux   # runuser: initdb and postgres refuse to run as root
+  postgresql   # riverqueue/river's database: initdb and postgres
 )
 
 missing=()
