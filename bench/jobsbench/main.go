@@ -67,8 +67,8 @@ func main() {
 	usherEnqueuers := flag.Int("usher-enqueuers", 2, "usher: concurrent client.Enqueue calls")
 	usherBin := flag.String("usher-bin", "", "usher: the binary to serve with (default: build ../../cmd/usher into the temp dir)")
 
-	asynqConc := flag.String("asynq-concurrency", "50,200,1000", "asynq Config.Concurrency values to try")
-	asynqEnqueuers := flag.Int("asynq-enqueuers", 64, "asynq: concurrent Enqueue calls in the bulk enqueue")
+	asynqConc := flag.String("asynq-concurrency", "20,100,500", "asynq Config.Concurrency values to try")
+	asynqEnqueuers := flag.Int("asynq-enqueuers", 32, "asynq: concurrent Enqueue calls in the bulk enqueue")
 	asynqCheck := flag.Duration("asynq-check-interval", time.Second, "asynq: Config.TaskCheckInterval (asynq's default: 1s)")
 	appendfsync := flag.String("redis-appendfsync", "everysec", "redis-server --appendfsync: always, everysec or no")
 

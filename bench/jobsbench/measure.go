@@ -101,12 +101,12 @@ func (h *hook) end() {
 // store reports none unfinished (polled every 2 ms: completions may be
 // recorded after the handler returned, in batches), and returns that time.
 func drained(ctx context.Context, s system, h *hook, timeout time.Duration) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
 	defer cancel()
 	select {
 	case <-h.full:
 	case <-ctx.Done():
-		return time.Time{}, fmt.Errorf("%d of %d jobs ran in %s", h.done.Load(), h.target, timeout)
+		return time.Time{}, fmt.Errorf("%d of %d jobs ran: %w", h.done.Load(), h.target, context.Cause(ctx))
 	}
 	for {
 		n, err := s.unfinished(ctx)
@@ -119,7 +119,7 @@ func drained(ctx context.Context, s system, h *hook, timeout time.Duration) (tim
 		select {
 		case <-time.After(2 * time.Millisecond):
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("%d jobs still unfinished %s after the start", n, timeout)
+			return time.Time{}, fmt.Errorf("%d jobs still unfinished: %w", n, context.Cause(ctx))
 		}
 	}
 }
