@@ -15,13 +15,13 @@ type asynqSystem struct {
 	appendfsync   string
 	enqueuers     int           // concurrent Enqueue calls in bulk enqueue
 	checkInterval time.Duration // Config.TaskCheckInterval
+	servers       int           // asynq.Servers the concurrency is split over
 
 	redis     *redisServer
 	rdb       *redis.Client
 	client    *asynq.Client
 	inspector *asynq.Inspector
-	server    *asynq.Server
-	conc      int
+	running   []*asynq.Server
 }
 
 const asynqQueue = "default"
@@ -71,26 +71,40 @@ func (a *asynqSystem) enqueueOne(ctx context.Context) error {
 	return err
 }
 
+// startWorkers starts a.servers asynq.Servers sharing the concurrency: one
+// Server dequeues one task at a time, from one goroutine, so several
+// Servers (as several processes would) dequeue in parallel.
 func (a *asynqSystem) startWorkers(ctx context.Context, concurrency int, h *hook) error {
-	a.conc = concurrency
-	a.server = asynq.NewServer(a.opt(concurrency+20), asynq.Config{
-		Concurrency:       concurrency,
-		Queues:            map[string]int{asynqQueue: 1},
-		TaskCheckInterval: a.checkInterval,
-		LogLevel:          asynq.WarnLevel,
-	})
-	return a.server.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	n := max(1, min(a.servers, concurrency))
+	handler := asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		h.begin()
 		h.end()
 		return nil
-	}))
+	})
+	for i := range n {
+		c := concurrency / n
+		if i < concurrency%n {
+			c++
+		}
+		srv := asynq.NewServer(a.opt(c+20), asynq.Config{
+			Concurrency:       c,
+			Queues:            map[string]int{asynqQueue: 1},
+			TaskCheckInterval: a.checkInterval,
+			LogLevel:          asynq.WarnLevel,
+		})
+		if err := srv.Start(handler); err != nil {
+			return err
+		}
+		a.running = append(a.running, srv)
+	}
+	return nil
 }
 
 func (a *asynqSystem) stopWorkers(context.Context) error {
-	if a.server != nil {
-		a.server.Shutdown()
-		a.server = nil
+	for _, srv := range a.running {
+		srv.Shutdown()
 	}
+	a.running = nil
 	return nil
 }
 
@@ -109,8 +123,8 @@ func (a *asynqSystem) describe() description {
 	d := description{
 		Version:    "hibiken/asynq " + moduleVersion("github.com/hibiken/asynq"),
 		Durability: fmt.Sprintf("Redis appendonly yes, appendfsync %s, no RDB snapshots", a.appendfsync),
-		Tuning: fmt.Sprintf("bulk enqueue: %d concurrent Enqueue calls (asynq has no batch call); TaskCheckInterval %s",
-			a.enqueuers, a.checkInterval),
+		Tuning: fmt.Sprintf("bulk enqueue: %d concurrent Enqueue calls (asynq has no batch call); workers: %d asynq.Server(s) in the bench process; TaskCheckInterval %s",
+			a.enqueuers, a.servers, a.checkInterval),
 	}
 	if a.redis != nil {
 		d.Server = "redis-server " + a.redis.version

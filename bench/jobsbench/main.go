@@ -62,13 +62,15 @@ func main() {
 	flag.DurationVar(&cfg.settle, "settle", time.Second, "idle time between starting workers and the end-to-end enqueue")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "the longest one measurement may take")
 
-	usherConc := flag.String("usher-concurrency", "64,256,1024", "usher worker concurrencies to try")
+	usherConc := flag.String("usher-concurrency", "256,1024,4096", "usher worker concurrencies to try")
 	usherBatch := flag.Int("usher-batch", 1000, "usher: jobs per client.Enqueue call")
 	usherEnqueuers := flag.Int("usher-enqueuers", 2, "usher: concurrent client.Enqueue calls")
+	usherAgents := flag.Int("usher-agents", 1, "usher: client.Workers (agents) the concurrency is split over")
 	usherBin := flag.String("usher-bin", "", "usher: the binary to serve with (default: build ../../cmd/usher into the temp dir)")
 
 	asynqConc := flag.String("asynq-concurrency", "20,100,500", "asynq Config.Concurrency values to try")
 	asynqEnqueuers := flag.Int("asynq-enqueuers", 32, "asynq: concurrent Enqueue calls in the bulk enqueue")
+	asynqServers := flag.Int("asynq-servers", 4, "asynq: asynq.Servers the concurrency is split over (each dequeues serially)")
 	asynqCheck := flag.Duration("asynq-check-interval", time.Second, "asynq: Config.TaskCheckInterval (asynq's default: 1s)")
 	appendfsync := flag.String("redis-appendfsync", "everysec", "redis-server --appendfsync: always, everysec or no")
 
@@ -77,6 +79,7 @@ func main() {
 	riverEnqueuers := flag.Int("river-enqueuers", 2, "river: concurrent InsertManyFast calls")
 	riverCool := flag.Duration("river-fetch-cooldown", 10*time.Millisecond, "river: Config.FetchCooldown (River's default: 100ms)")
 	riverPoll := flag.Duration("river-fetch-poll-interval", time.Second, "river: Config.FetchPollInterval (River's default: 1s)")
+	riverClients := flag.Int("river-clients", 1, "river: river.Clients the workers are split over")
 	riverConns := flag.Int("river-pool-conns", 16, "river: pgxpool MaxConns")
 	pgBin := flag.String("pg-bin", "", "PostgreSQL's bin directory (default: the newest /usr/lib/postgresql/*/bin)")
 	pgSync := flag.String("pg-synchronous-commit", "off", "PostgreSQL synchronous_commit")
@@ -91,12 +94,12 @@ func main() {
 		}
 		cfg.conc[name] = c
 	}
-	all["usher"] = newUsherSystem(*usherBin, *usherBatch, *usherEnqueuers)
-	all["asynq"] = &asynqSystem{appendfsync: *appendfsync, enqueuers: *asynqEnqueuers, checkInterval: *asynqCheck}
+	all["usher"] = newUsherSystem(*usherBin, *usherBatch, *usherEnqueuers, *usherAgents)
+	all["asynq"] = &asynqSystem{appendfsync: *appendfsync, enqueuers: *asynqEnqueuers, checkInterval: *asynqCheck, servers: *asynqServers}
 	all["river"] = &riverSystem{
 		pgBin: *pgBin, pgSettings: []string{"fsync=on", "synchronous_commit=" + *pgSync, "full_page_writes=on", "max_connections=200"},
 		batch: *riverBatch, enqueuers: *riverEnqueuers, poolConns: int32(*riverConns),
-		fetchCool: *riverCool, fetchPoll: *riverPoll, maxAttempts: 1, logger: quietLogger(),
+		fetchCool: *riverCool, fetchPoll: *riverPoll, maxAttempts: 1, clients: *riverClients, logger: quietLogger(),
 	}
 	var names []string
 	for _, name := range cfg.systems {

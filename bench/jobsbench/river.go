@@ -26,11 +26,12 @@ type riverSystem struct {
 	fetchCool   time.Duration
 	fetchPoll   time.Duration
 	maxAttempts int
+	clients     int // river.Clients the workers are split over
 	logger      *slog.Logger
 	pg          *pgServer
 	pool        *pgxpool.Pool
-	inserter    *river.Client[pgx.Tx] // inserts only (no queues)
-	worker      *river.Client[pgx.Tx] // while workers run
+	inserter    *river.Client[pgx.Tx]   // inserts only (no queues)
+	working     []*river.Client[pgx.Tx] // while workers run
 	currentHook *hook
 }
 
@@ -89,8 +90,8 @@ func (r *riverSystem) reset(ctx context.Context) error {
 }
 
 func (r *riverSystem) client() *river.Client[pgx.Tx] {
-	if r.worker != nil {
-		return r.worker
+	if len(r.working) > 0 {
+		return r.working[0]
 	}
 	return r.inserter
 }
@@ -120,34 +121,45 @@ func (r *riverSystem) enqueueOne(ctx context.Context) error {
 	return err
 }
 
+// startWorkers starts r.clients river.Clients sharing the concurrency
+// (MaxWorkers of the one queue).
 func (r *riverSystem) startWorkers(ctx context.Context, concurrency int, h *hook) error {
 	r.currentHook = h
-	c, err := river.NewClient(riverpgxv5.New(r.pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: concurrency}},
-		Workers:           r.workers(),
-		FetchCooldown:     r.fetchCool,
-		FetchPollInterval: r.fetchPoll,
-		Logger:            r.logger,
-	})
-	if err != nil {
-		return err
+	n := max(1, min(r.clients, concurrency))
+	for i := range n {
+		c := concurrency / n
+		if i < concurrency%n {
+			c++
+		}
+		client, err := river.NewClient(riverpgxv5.New(r.pool), &river.Config{
+			Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c}},
+			Workers:           r.workers(),
+			FetchCooldown:     r.fetchCool,
+			FetchPollInterval: r.fetchPoll,
+			Logger:            r.logger,
+		})
+		if err != nil {
+			return err
+		}
+		if err := client.Start(ctx); err != nil {
+			return err
+		}
+		r.working = append(r.working, client)
 	}
-	if err := c.Start(ctx); err != nil {
-		return err
-	}
-	r.worker = c
 	return nil
 }
 
 func (r *riverSystem) stopWorkers(ctx context.Context) error {
-	if r.worker == nil {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := r.worker.Stop(ctx)
-	r.worker = nil
-	return err
+	var first error
+	for _, c := range r.working {
+		if err := c.Stop(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	r.working = nil
+	return first
 }
 
 // unfinished counts jobs in the states before completion (an index scan:
@@ -164,8 +176,8 @@ func (r *riverSystem) describe() description {
 		Version: fmt.Sprintf("riverqueue/river %s, riverpgxv5 %s, pgx %s", moduleVersion("github.com/riverqueue/river"),
 			moduleVersion("github.com/riverqueue/river/riverdriver/riverpgxv5"), moduleVersion("github.com/jackc/pgx/v5")),
 		Durability: "PostgreSQL " + pgDurability(r.pgSettings),
-		Tuning: fmt.Sprintf("bulk enqueue: InsertManyFast, batches of %d, %d at once; FetchCooldown %s, FetchPollInterval %s; pgxpool MaxConns %d",
-			r.batch, r.enqueuers, r.fetchCool, r.fetchPoll, r.poolConns),
+		Tuning: fmt.Sprintf("bulk enqueue: InsertManyFast, batches of %d, %d at once; workers: %d river.Client(s) in the bench process, FetchCooldown %s, FetchPollInterval %s; pgxpool MaxConns %d",
+			r.batch, r.enqueuers, r.clients, r.fetchCool, r.fetchPoll, r.poolConns),
 	}
 	if r.pg != nil {
 		d.Server = "PostgreSQL " + r.pg.version

@@ -9,7 +9,7 @@ import (
 // package are on main.
 type usherSystem struct{}
 
-func newUsherSystem(bin string, batch, enqueuers int) system { return usherSystem{} }
+func newUsherSystem(bin string, batch, enqueuers, agents int) system { return usherSystem{} }
 
 var errNoUsher = errors.New("usher's /v1 jobs API and client package are not there yet")
 
