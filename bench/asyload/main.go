@@ -119,6 +119,7 @@ func compile(addr, source string) (sample, error) {
 type fields struct {
 	Passed   *bool   `json:"passed"`
 	Estimate *int64  `json:"estimate"`
+	Position *int    `json:"position"`
 	Success  *bool   `json:"success"`
 	Error    *string `json:"error"`
 	Time     *int64  `json:"time"`

@@ -19,6 +19,8 @@ Asymptote compile service with sandboxed backends.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newBackendCommand())
+	root.AddCommand(newServeCommand(), newBackendCommand(), newAgentCommand(),
+		newQueueCommand(), newLimitCommand(), newEnqueueCommand(), newTargetsCommand(),
+		newWorkflowCommand(), newJobsCommand(), newStatsCommand(), newTokenCommand())
 	return root
 }

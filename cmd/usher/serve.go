@@ -90,6 +90,7 @@ aborts them.`,
 	f.StringVar(&cfg.Jobs.AdminToken, "admin-token", "", "make this string an admin token of /v1 (at least 16 characters)")
 	f.StringVar(&cfg.Jobs.AdminTokenFile, "admin-token-file", "", "where a new admin token is written on first start (default: usher-admin.token beside --data)")
 	f.Var(&o.jobsMaxBody, "max-body", "largest /v1 request body")
+	f.DurationVar(&cfg.Jobs.Retention, "job-retention", 7*24*time.Hour, "how long finished jobs are kept (0: for good)")
 	o.sandbox.register(f)
 	envFallback(cmd, "USHER_SERVE_")
 	return cmd

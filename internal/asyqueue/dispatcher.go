@@ -87,7 +87,7 @@ type Dispatcher struct {
 	queuedBy map[string]int
 	queued   int
 	seq      uint64
-	fresh    bool            // a task joined the queue since the last estimate pass
+	fresh    bool            // a task joined or left the queue since the last estimate pass
 	down     map[string]bool // remote backends out of the pool, for the dashboard
 	recent   recentEvents
 	finished []time.Time // completions of the last minute, oldest first
@@ -367,13 +367,15 @@ func (d *Dispatcher) unqueue(t *Ticket) {
 	}
 	t.queued = false
 	d.queued--
+	d.fresh = true // the tasks behind it moved up
 	if d.queuedBy[t.client]--; d.queuedBy[t.client] == 0 {
 		delete(d.queuedBy, t.client)
 	}
 }
 
-// sendEstimates tells each queued task its wait when it is new, changed
-// noticeably, or was last told EstimateResend ago.
+// sendEstimates tells each queued task its wait and position when it is
+// new, its position moved, its wait changed noticeably, or it was last told
+// EstimateResend ago.
 func (d *Dispatcher) sendEstimates() {
 	d.fresh = false
 	if d.queued == 0 {
@@ -389,12 +391,17 @@ func (d *Dispatcher) sendEstimates() {
 		if t == nil || !t.queued {
 			continue
 		}
-		if !t.lastSentAt.IsZero() && !e.ChangedFrom(t.lastSent) && now.Sub(t.lastSentAt) < d.cfg.EstimateResend {
+		if !t.lastSentAt.IsZero() && !changed(e, t.lastSent) && now.Sub(t.lastSentAt) < d.cfg.EstimateResend {
 			continue
 		}
 		t.lastSent, t.lastSentAt = e, now
-		t.postEstimate(Estimate{Wait: e.Wait, Known: e.Known})
+		t.postEstimate(Estimate{Wait: e.Wait, Known: e.Known, Position: e.Position})
 	}
+}
+
+// changed says whether a client told prev should be told e.
+func changed(e, prev sched.Estimate) bool {
+	return e.Position != prev.Position || e.ChangedFrom(prev)
 }
 
 // classOf names a task's class as clients chose it.

@@ -21,7 +21,12 @@ func (idleBackend) Start(context.Context, sandbox.Task, sandbox.Sink) (backend.E
 
 func newDispatcher(t *testing.T, backends int) *Dispatcher {
 	t.Helper()
-	d, err := NewDispatcher(DispatcherConfig{MaxQueued: 4, MaxQueuedPerClient: 3, EstimateEvery: 20 * time.Millisecond})
+	return startDispatcher(t, DispatcherConfig{MaxQueued: 4, MaxQueuedPerClient: 3, EstimateEvery: 20 * time.Millisecond}, backends)
+}
+
+func startDispatcher(t *testing.T, cfg DispatcherConfig, backends int) *Dispatcher {
+	t.Helper()
+	d, err := NewDispatcher(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +206,35 @@ func TestEstimatesAreResentWhileQueued(t *testing.T) {
 	for range 3 {
 		if u := next(t, tk); u.Estimate == nil || u.Estimate.Known {
 			t.Fatalf("update = %+v, want an unknown estimate (no backends)", u)
+		}
+	}
+}
+
+// nextEstimate waits for the ticket's next estimate.
+func nextEstimate(t *testing.T, tk *Ticket) Estimate {
+	t.Helper()
+	u := next(t, tk)
+	if u.Estimate == nil {
+		t.Fatalf("ticket %s: update %+v, want an estimate", tk.ID(), u)
+	}
+	return *u.Estimate
+}
+
+func TestQueuedTasksAreToldTheirPositionAndWhenItMoves(t *testing.T) {
+	// No backends and no periodic resend: the wait stays unknown, so any
+	// message after the first is due to a position change.
+	d := startDispatcher(t, DispatcherConfig{EstimateEvery: 5 * time.Millisecond, EstimateResend: time.Hour}, 0)
+	tasks := make([]*Ticket, 3)
+	for i := range tasks {
+		tasks[i] = enqueue(t, d, fmt.Sprint("client", i), 3*time.Second)
+		if e := nextEstimate(t, tasks[i]); e.Position != i {
+			t.Fatalf("task %d told position %d on joining, want %d", i, e.Position, i)
+		}
+	}
+	d.Release(tasks[0], false)
+	for i, tk := range tasks[1:] {
+		if e := nextEstimate(t, tk); e.Position != i {
+			t.Fatalf("task %d told position %d after the first left, want %d", i+1, e.Position, i)
 		}
 	}
 }

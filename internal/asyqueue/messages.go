@@ -28,10 +28,12 @@ type missingFile struct {
 	Hash     string `json:"hash"`
 }
 
-// queueBody is a `queue` message; Estimate is in milliseconds.
+// queueBody is a `queue` message; Estimate is in milliseconds. Position
+// (the tasks ahead, while queued) is an extension of seed 001.
 type queueBody struct {
 	Passed   bool   `json:"passed"`
 	Estimate *int64 `json:"estimate,omitempty"`
+	Position *int   `json:"position,omitempty"`
 }
 
 type deniedBody struct {

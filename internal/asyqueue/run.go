@@ -86,7 +86,7 @@ func (r *run) update(ctx context.Context, u Update) (ended bool) {
 }
 
 func (r *run) tellEstimate(ctx context.Context, e Estimate) {
-	body := queueBody{}
+	body := queueBody{Position: &e.Position}
 	if e.Known {
 		body.Estimate = millis(e.Wait)
 		r.told = &told{at: time.Now(), wait: e.Wait}

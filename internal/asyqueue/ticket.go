@@ -29,11 +29,13 @@ type Update struct {
 	End string
 }
 
-// Estimate is a queued task's expected wait; Known is false while no
-// backend could ever run it.
+// Estimate is a queued task's expected wait and place in the queue; Known
+// is false while no backend could ever run it.
 type Estimate struct {
 	Wait  time.Duration
 	Known bool
+	// Position counts the tasks ahead of it in the queue: 0 starts next.
+	Position int
 }
 
 // Ticket is a session's handle on its task in the dispatcher. The

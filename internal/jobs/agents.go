@@ -15,6 +15,7 @@ import (
 // what it offers and what it must be told at its next renewal.
 type agent struct {
 	caps     []string
+	queues   []string
 	slots    int
 	stop     []JobAttempt
 	timeouts []NewTimeout
@@ -86,6 +87,7 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 		e.mu.Unlock()
 		return LeaseAnswer{}, err
 	}
+	e.poke() // a new lease may end before the clock loop's next deadline
 	jobs := e.pullLocked(req.Agent, req.Max)
 	if len(jobs) > 0 || req.WaitMs == 0 || e.draining {
 		ans.Jobs = append(ans.Jobs, jobs...)
@@ -97,6 +99,10 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 	got, ok := e.await(ctx, w, min(time.Duration(req.WaitMs)*time.Millisecond, e.cfg.LeaseTTL/2))
 	if !ok {
 		return ans, nil
+	}
+	if ctx.Err() != nil {
+		e.Unlease(got.jobs) // served as the agent left: nobody has them
+		return LeaseAnswer{}, ctx.Err()
 	}
 	if got.jobs != nil {
 		ans.Jobs = got.jobs
@@ -131,24 +137,34 @@ func (e *Engine) await(ctx context.Context, w *waiter, d time.Duration) (leased,
 // registerLocked makes the agent known to the core with its slots and
 // capabilities, or renews its lease when nothing changed.
 func (e *Engine) registerLocked(req LeaseRequest) error {
-	caps := slices.Clone(req.Capabilities)
-	sort.Strings(caps)
-	caps = slices.Compact(caps)
-	if a := e.agents[req.Agent]; a != nil && a.slots == req.Slots && slices.Equal(a.caps, caps) {
+	caps, queues := sortedSet(req.Capabilities), sortedSet(req.Queues)
+	for i, q := range queues {
+		if _, ok := e.queues[q]; !ok {
+			return invalid(fmt.Sprintf("queues[%d]", i), "unknown queue %q", q)
+		}
+	}
+	a := e.agents[req.Agent]
+	if a != nil && a.slots == req.Slots && slices.Equal(a.caps, caps) && slices.Equal(a.queues, queues) {
 		if err := e.core.Renew(req.Agent); err == nil {
 			return nil
 		}
 	}
-	err := e.core.AddWorker(sched.WorkerSpec{ID: req.Agent, Capabilities: caps, Slots: req.Slots, LeaseTTL: e.cfg.LeaseTTL})
+	err := e.core.AddWorker(sched.WorkerSpec{ID: req.Agent, Capabilities: caps, Queues: queues, Slots: req.Slots, LeaseTTL: e.cfg.LeaseTTL})
 	if err != nil {
 		return invalid("", "%v", err)
 	}
-	if a := e.agents[req.Agent]; a != nil {
-		a.caps, a.slots = caps, req.Slots
-	} else {
-		e.agents[req.Agent] = &agent{caps: caps, slots: req.Slots}
+	if a == nil {
+		a = &agent{}
+		e.agents[req.Agent] = a
 	}
+	a.caps, a.queues, a.slots = caps, queues, req.Slots
 	return nil
+}
+
+func sortedSet(xs []string) []string {
+	out := slices.Clone(xs)
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // pullLocked takes up to max jobs for the agent from the core and records
@@ -156,6 +172,7 @@ func (e *Engine) registerLocked(req LeaseRequest) error {
 func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 	as, err := e.core.PullAppend(e.pullBuf[:0], agentID, max)
 	e.pullBuf = as[:0]
+	defer e.applyEventsLocked() // the cycle may have downgraded running jobs
 	if err != nil || len(as) == 0 {
 		return nil
 	}
@@ -172,6 +189,30 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 		e.emit(Op{Kind: OpStart, ID: j.n, Attempt: a.Attempt, Agent: agentID, At: now})
 	}
 	return out
+}
+
+// Unlease hands back leased jobs that never reached their agent (its
+// connection broke before the answer was written): they are queued again
+// and the attempts do not count.
+func (e *Engine) Unlease(jobs []LeasedJob) {
+	if len(jobs) == 0 {
+		return
+	}
+	e.mu.Lock()
+	for _, lj := range jobs {
+		j := e.live[lj.ID]
+		if j == nil || !e.core.Release(lj.ID, lj.Attempt) {
+			continue
+		}
+		j.running, j.agent, j.attempt = false, "", lj.Attempt-1
+		e.emit(Op{Kind: OpRequeue, ID: j.n, At: e.cfg.Now()})
+	}
+	e.afterChangeLocked()
+	p := e.flushLocked()
+	e.mu.Unlock()
+	if err := p.Wait(context.Background()); err != nil {
+		e.cfg.Logger.Error("jobs: writing unleased jobs", "err", err)
+	}
 }
 
 // serveWaitersLocked gives ready work to agents waiting for it.
@@ -293,4 +334,11 @@ func (e *Engine) Drain() {
 		w.ch <- leased{p: e.last}
 	}
 	e.waiters = nil
+}
+
+// Waiting returns how many lease requests wait for work.
+func (e *Engine) Waiting() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.waiters)
 }

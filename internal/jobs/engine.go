@@ -212,6 +212,18 @@ func (e *Engine) commit(ctx context.Context) error {
 	return nil
 }
 
+// change runs f with the engine locked; when f succeeds it carries out
+// what the core decided and waits for the changes to be durable.
+func (e *Engine) change(ctx context.Context, f func() error) error {
+	e.mu.Lock()
+	if err := f(); err != nil {
+		e.mu.Unlock()
+		return err
+	}
+	e.afterChangeLocked()
+	return e.commit(ctx)
+}
+
 // done is a Pending with nothing to wait for.
 type done struct{}
 

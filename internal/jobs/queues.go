@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -166,54 +165,52 @@ func (e *Engine) Queues() []Queue {
 // DeleteQueue removes a queue and cancels its unfinished jobs (and their
 // dependants); ErrConflict while it has running jobs.
 func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
-	e.mu.Lock()
-	if _, ok := e.queues[name]; !ok {
-		e.mu.Unlock()
-		return notFound("", "no queue %q", name)
-	}
-	if n := e.runningIn(name); n > 0 {
-		e.mu.Unlock()
-		return conflict("", "queue %q has %d running jobs; wait for them or cancel them first", name, n)
-	}
-	if err := e.core.RemoveQueue(name); err != nil {
-		e.mu.Unlock()
-		if errors.Is(err, sched.ErrQueueBusy) {
-			return conflict("", "queue %q has running jobs", name)
+	return e.change(ctx, func() error {
+		if err := e.idleQueueLocked(name); err != nil {
+			return err
 		}
-		return fmt.Errorf("jobs: delete queue %q: %w", name, err)
-	}
-	delete(e.queues, name)
-	e.emit(Op{Kind: OpDeleteQueue, Name: name})
-	e.afterChangeLocked()
-	return e.commit(ctx)
+		if err := e.core.RemoveQueue(name); err != nil {
+			return fmt.Errorf("jobs: delete queue %q: %w", name, err)
+		}
+		delete(e.queues, name)
+		e.emit(Op{Kind: OpDeleteQueue, Name: name})
+		return nil
+	})
 }
 
 // FlushQueue cancels a queue's unfinished jobs (and their dependants);
 // ErrConflict while it has running jobs.
 func (e *Engine) FlushQueue(ctx context.Context, name string) (int, error) {
-	e.mu.Lock()
+	n := 0
+	err := e.change(ctx, func() error {
+		if err := e.idleQueueLocked(name); err != nil {
+			return err
+		}
+		var ids []string
+		for id, j := range e.live {
+			if j.queue == name {
+				ids = append(ids, id)
+			}
+		}
+		for _, id := range ids {
+			if e.live[id] != nil && e.cancelLocked(id) == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// idleQueueLocked checks that a queue exists and runs nothing.
+func (e *Engine) idleQueueLocked(name string) error {
 	if _, ok := e.queues[name]; !ok {
-		e.mu.Unlock()
-		return 0, notFound("", "no queue %q", name)
+		return notFound("", "no queue %q", name)
 	}
 	if n := e.runningIn(name); n > 0 {
-		e.mu.Unlock()
-		return 0, conflict("", "queue %q has %d running jobs; wait for them or cancel them first", name, n)
+		return conflict("", "queue %q has %d running jobs; wait for them or cancel them first", name, n)
 	}
-	var ids []string
-	for id, j := range e.live {
-		if j.queue == name {
-			ids = append(ids, id)
-		}
-	}
-	n := 0
-	for _, id := range ids {
-		if e.live[id] != nil && e.cancelLocked(id) == nil {
-			n++
-		}
-	}
-	e.afterChangeLocked()
-	return n, e.commit(ctx)
+	return nil
 }
 
 func (e *Engine) runningIn(queue string) int {
@@ -234,19 +231,19 @@ func (e *Engine) SetKeyLimit(ctx context.Context, l KeyLimit) (KeyLimit, error) 
 	if l.Limit < 0 {
 		return KeyLimit{}, invalid("limit", "%d is negative", l.Limit)
 	}
-	e.mu.Lock()
-	if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
-		e.mu.Unlock()
-		return KeyLimit{}, invalid("pattern", "%v", err)
-	}
-	if l.Limit == 0 {
-		delete(e.limits, l.Pattern)
-	} else {
-		e.limits[l.Pattern] = l.Limit
-	}
-	e.emit(Op{Kind: OpPutLimit, Limit: &l})
-	e.afterChangeLocked()
-	return l, e.commit(ctx)
+	err := e.change(ctx, func() error {
+		if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
+			return invalid("pattern", "%v", err)
+		}
+		if l.Limit == 0 {
+			delete(e.limits, l.Pattern)
+		} else {
+			e.limits[l.Pattern] = l.Limit
+		}
+		e.emit(Op{Kind: OpPutLimit, Limit: &l})
+		return nil
+	})
+	return l, err
 }
 
 // KeyLimits returns every limit, sorted by pattern.

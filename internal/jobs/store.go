@@ -73,6 +73,7 @@ const (
 	OpRequeue                       // ID, At (when it may run), Result: an attempt ended, the job runs again
 	OpFinish                        // ID, State, At, Result (may be nil)
 	OpReset                         // ID, At: a finished job queued again with fresh attempts
+	OpPrune                         // At: finished jobs that finished before At are deleted
 )
 
 // Op is one change to durable state.

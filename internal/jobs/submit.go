@@ -377,17 +377,13 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	e.mu.Lock()
-	if _, ok := e.live[id]; !ok {
-		e.mu.Unlock()
-		return Job{}, e.finishedConflict(ctx, n, "cancelled")
-	}
-	if err := e.cancelLocked(id); err != nil {
-		e.mu.Unlock()
-		return Job{}, err
-	}
-	e.afterChangeLocked()
-	if err := e.commit(ctx); err != nil {
+	err = e.change(ctx, func() error {
+		if _, ok := e.live[id]; !ok {
+			return e.finishedConflict(ctx, n, "cancelled")
+		}
+		return e.cancelLocked(id)
+	})
+	if err != nil {
 		return Job{}, err
 	}
 	return e.Job(ctx, id)
@@ -416,27 +412,20 @@ func (e *Engine) Retry(ctx context.Context, id string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	e.mu.Lock()
-	if j, ok := e.live[id]; ok {
-		s := e.liveStateLocked(j)
-		e.mu.Unlock()
-		return Job{}, conflict("", "job %s is %s; only failed or cancelled jobs can be retried", id, s)
-	}
-	old, err := e.store.Job(ctx, n)
+	err = e.change(ctx, func() error {
+		if j, ok := e.live[id]; ok {
+			return conflict("", "job %s is %s; only failed or cancelled jobs can be retried", id, e.liveStateLocked(j))
+		}
+		old, err := e.store.Job(ctx, n)
+		if err != nil {
+			return err
+		}
+		if old.State != StateFailed && old.State != StateCancelled {
+			return conflict("", "job %s %s; only failed or cancelled jobs can be retried", id, old.State)
+		}
+		return e.resubmitLocked(old, n)
+	})
 	if err != nil {
-		e.mu.Unlock()
-		return Job{}, err
-	}
-	if old.State != StateFailed && old.State != StateCancelled {
-		e.mu.Unlock()
-		return Job{}, conflict("", "job %s %s; only failed or cancelled jobs can be retried", id, old.State)
-	}
-	if err := e.resubmitLocked(old, n); err != nil {
-		e.mu.Unlock()
-		return Job{}, err
-	}
-	e.afterChangeLocked()
-	if err := e.commit(ctx); err != nil {
 		return Job{}, err
 	}
 	return e.Job(ctx, id)

@@ -130,9 +130,11 @@ type Workflow struct {
 type LeaseRequest struct {
 	Agent        string   `json:"agent"`
 	Capabilities []string `json:"capabilities"`
-	Slots        int      `json:"slots"`
-	Max          int      `json:"max"`
-	WaitMs       int64    `json:"waitMs"`
+	// Queues, when given, are the only queues the agent takes work from.
+	Queues []string `json:"queues"`
+	Slots  int      `json:"slots"`
+	Max    int      `json:"max"`
+	WaitMs int64    `json:"waitMs"`
 }
 
 // LeasedJob is a job handed to an agent.

@@ -187,7 +187,10 @@ func (a *api) lease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, ans)
+	if err := writeJSON(w, http.StatusOK, ans); err != nil {
+		a.Engine.Unlease(ans.Jobs) // the agent never got them
+	}
+	return nil
 }
 
 type agentBody struct {

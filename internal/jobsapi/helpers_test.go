@@ -71,3 +71,87 @@ func strs(v any) []string {
 	}
 	return out
 }
+
+// leasedJob is a job as the lease answer gives it.
+type leasedJob struct {
+	ID      string
+	Queue   string
+	Attempt int
+	Payload any
+}
+
+// lease asks for work as agent (no waiting) and returns the jobs.
+func lease(t *testing.T, s *jobsapitest.Server, agent string, caps []string, slots, max int) []leasedJob {
+	t.Helper()
+	return leaseWait(t, s, agent, caps, slots, max, 0)
+}
+
+func leaseWait(t *testing.T, s *jobsapitest.Server, agent string, caps []string, slots, max int, waitMs int) []leasedJob {
+	t.Helper()
+	if caps == nil {
+		caps = []string{}
+	}
+	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": agent, "capabilities": caps, "slots": slots, "max": max, "waitMs": waitMs}, 200)
+	var got []leasedJob
+	for _, x := range out["jobs"].([]any) {
+		m := x.(map[string]any)
+		got = append(got, leasedJob{ID: m["id"].(string), Queue: m["queue"].(string), Attempt: int(m["attempt"].(float64)), Payload: m["payload"]})
+	}
+	return got
+}
+
+// complete reports attempts with the given exit code and returns the acks.
+func complete(t *testing.T, s *jobsapitest.Server, agent string, exit int, jobs ...leasedJob) []map[string]any {
+	t.Helper()
+	results := make([]map[string]any, len(jobs))
+	for i, j := range jobs {
+		results[i] = map[string]any{"id": j.ID, "attempt": j.Attempt, "exitCode": exit}
+	}
+	out := must(t, s, "POST", "/v1/agent/complete", map[string]any{"agent": agent, "results": results}, 200)
+	var acks []map[string]any
+	for _, a := range out["acks"].([]any) {
+		acks = append(acks, a.(map[string]any))
+	}
+	return acks
+}
+
+// enqueue submits jobs and returns their ids.
+func enqueue(t *testing.T, s *jobsapitest.Server, jobs ...map[string]any) []string {
+	t.Helper()
+	return strs(must(t, s, "POST", "/v1/jobs", map[string]any{"jobs": jobs}, 201)["ids"])
+}
+
+// queue creates a queue from fields.
+func queue(t *testing.T, s *jobsapitest.Server, fields map[string]any) {
+	t.Helper()
+	must(t, s, "POST", "/v1/queues", fields, 201)
+}
+
+// jobState reads a job's state.
+func jobState(t *testing.T, s *jobsapitest.Server, id string) string {
+	t.Helper()
+	return must(t, s, "GET", "/v1/jobs/"+id, nil, 200)["state"].(string)
+}
+
+func queues(js []leasedJob) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.Queue
+	}
+	return out
+}
+
+func checkIdle(t *testing.T, s *jobsapitest.Server) {
+	t.Helper()
+	if err := s.Engine.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Engine.Idle(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -174,6 +174,24 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Prune deletes, every interval until ctx ends, the jobs that finished
+// longer than keep ago (up to 100,000 at a time), their dependency rows
+// and the workflows left without jobs.
+func (s *Store) Prune(ctx context.Context, keep, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if err := s.Append(jobs.Op{Kind: jobs.OpPrune, At: time.Now().Add(-keep)}).Wait(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("jobstore: pruning finished jobs", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // Load implements jobs.Store.
 func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 	snap := &jobs.Snapshot{}

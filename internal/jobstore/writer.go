@@ -31,6 +31,9 @@ var statements = map[string]string{
 		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
 	"finish": `UPDATE jobs SET state = ?, finished_at = ?,
 		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
+	"prune":          `DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state >= 2 AND finished_at < ? ORDER BY id LIMIT 100000)`,
+	"pruneDeps":      `DELETE FROM job_deps WHERE job NOT IN (SELECT id FROM jobs)`,
+	"pruneWorkflows": `DELETE FROM job_workflows WHERE created_at < ? AND id NOT IN (SELECT workflow FROM jobs WHERE workflow IS NOT NULL)`,
 	"reset": `UPDATE jobs SET state = 0, attempt = 0, agent = NULL, ready_at = NULL, started_at = NULL,
 		finished_at = NULL, exit_code = NULL, output = NULL, error = NULL WHERE id = ?`,
 }
@@ -117,6 +120,17 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 		return w.exec(ctx, tx, "finish", stateCode(op.State), op.At.UnixMilli(), code, out, msg, op.ID)
 	case jobs.OpReset:
 		return w.exec(ctx, tx, "reset", op.ID)
+	case jobs.OpPrune:
+		for _, name := range []string{"prune", "pruneDeps", "pruneWorkflows"} {
+			var args []any
+			if name != "pruneDeps" {
+				args = append(args, op.At.UnixMilli())
+			}
+			if err := w.exec(ctx, tx, name, args...); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("jobstore: unknown change kind %d", op.Kind)
 }

@@ -251,6 +251,23 @@ func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
 	return Ack{Retrying: again, RetryAt: at}
 }
 
+// Release hands back a running attempt that never reached its worker (the
+// agent went away before the answer that carried it): the job is queued
+// again, behind the jobs already ready, and the attempt does not count.
+// It returns false, changing nothing, unless the attempt is the job's
+// running one. Interactive tasks are not released.
+func (s *Scheduler) Release(id string, attempt int) bool {
+	j := s.runningJob(id)
+	if j == nil || int(j.attempt) != attempt || j.isInteractive() {
+		return false
+	}
+	s.release(j)
+	s.stats.Started--
+	j.attempt--
+	s.makeReady(j)
+	return true
+}
+
 // Cancel withdraws a job in any state. A running job's slot is freed at once
 // and EventStopped tells the driver to stop it. Its dependants are cancelled
 // (EventCancelled) unless they run after failures.

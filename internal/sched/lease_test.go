@@ -367,3 +367,30 @@ func TestRestoredJobKeepsItsAttempts(t *testing.T) {
 	}
 	h.check()
 }
+
+// A released attempt goes back to the queue as if it never started: its
+// slot frees, the next attempt has the same number, and a stale report
+// of it is ignored.
+func TestReleasedAttemptDoesNotCount(t *testing.T) {
+	h := leaseHarness(t, RetryPolicy{MaxAttempts: 1})
+	h.submit(JobSpec{ID: "j", Queue: "q"}, JobSpec{ID: "k", Queue: "q"})
+	got := h.pull("agent", 1)
+	if !h.s.Release("j", 1) {
+		t.Fatal("Release of the running attempt = false")
+	}
+	h.check()
+	if h.s.Release("j", 1) || h.s.Release("nope", 1) {
+		t.Fatal("Release of a job that is not running = true")
+	}
+	if again := h.pull("agent", 1); !slices.Equal(got, []string{"j"}) || !slices.Equal(again, []string{"k"}) {
+		t.Fatalf("after releasing j the agent got %v; want k, which was ready before j came back", again)
+	}
+	h.complete("k", Succeeded)
+	as, err := h.s.Pull("agent", 1)
+	if err != nil || len(as) != 1 || as[0].JobID != "j" || as[0].Attempt != 1 {
+		t.Fatalf("Pull = %+v, %v; want j at attempt 1 again", as, err)
+	}
+	if c := h.s.Counters(); c.Started != 2 {
+		t.Fatalf("Started = %d; want 2 (the released attempt does not count)", c.Started)
+	}
+}

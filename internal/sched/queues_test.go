@@ -500,3 +500,16 @@ func TestLoweringKeyLimitStopsNothingButHoldsNewJobs(t *testing.T) {
 	h.complete("j2", Succeeded)
 	wantIDs(t, "below the new limit", h.pull("a1", 100), "j3")
 }
+
+// An agent that names the queues it serves (seed 004) gets work only from
+// those, by priority among them; the queues' requirements still hold.
+func TestWorkerNamingQueuesIsServedOnlyFromThem(t *testing.T) {
+	h := sqHarness(t, 1, nil, QueueSpec{Name: "high", Priority: 9}, QueueSpec{Name: "mid", Priority: 5},
+		QueueSpec{Name: "low", Priority: 1}, QueueSpec{Name: "gated", Priority: 7, Requires: []string{"nmap"}})
+	h.worker(WorkerSpec{ID: "named", Slots: 10, Queues: []string{"low", "mid", "gated"}})
+	h.submit(sqJob("h", "high"), sqJob("m", "mid"), sqJob("l", "low"), sqJob("g", "gated"))
+	wantIDs(t, "first pull", h.pull("named", 1), "m")
+	wantIDs(t, "second pull", h.pull("named", 1), "l")
+	wantIDs(t, "third pull", h.pull("named", 1))
+	wantIDs(t, "an agent naming no queue", h.pull("a1", 5), "h")
+}

@@ -122,6 +122,10 @@ type Edge struct {
 type WorkerSpec struct {
 	ID           string
 	Capabilities []string
+	// Queues, when not empty, names the only queues the worker is served
+	// from (seed 004's agents name the queues they serve); the queues'
+	// requirements still apply.
+	Queues []string
 	// Slots is how many jobs the worker runs at once (at least 1).
 	Slots int
 	// Push workers get jobs from Dispatch; others ask with Pull.

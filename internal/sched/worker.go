@@ -27,12 +27,18 @@ func (w *worker) free() int { return w.slots - len(w.jobs) }
 type pool struct {
 	name    string
 	caps    map[string]struct{}
+	queues  map[string]struct{} // nil: every queue
 	workers int
 	pushers int
 	free    []*worker // push workers with a free slot
 }
 
 func (p *pool) serves(q *queue) bool {
+	if p.queues != nil {
+		if _, ok := p.queues[q.spec.Name]; !ok {
+			return false
+		}
+	}
 	for _, c := range q.spec.Requires {
 		if _, ok := p.caps[c]; !ok {
 			return false
@@ -80,7 +86,7 @@ func (s *Scheduler) AddWorker(spec WorkerSpec) error {
 		}
 	}
 	w.slots, w.push, w.ttl = spec.Slots, spec.Push, int64(spec.LeaseTTL)
-	w.pool = s.poolFor(spec.Capabilities)
+	w.pool = s.poolFor(spec.Capabilities, spec.Queues)
 	w.pool.workers++
 	if w.push {
 		w.pool.pushers++
@@ -92,15 +98,22 @@ func (s *Scheduler) AddWorker(spec WorkerSpec) error {
 	return nil
 }
 
-func (s *Scheduler) poolFor(caps []string) *pool {
-	caps = dedupe(caps)
-	name := strings.Join(caps, "\x00")
+// poolFor returns the pool of workers with these capabilities and queues.
+func (s *Scheduler) poolFor(caps, queues []string) *pool {
+	caps, queues = dedupe(caps), dedupe(queues)
+	name := strings.Join(caps, "\x00") + "\x01" + strings.Join(queues, "\x00")
 	if p, ok := s.pools[name]; ok {
 		return p
 	}
 	p := &pool{name: name, caps: make(map[string]struct{}, len(caps))}
 	for _, c := range caps {
 		p.caps[c] = struct{}{}
+	}
+	if len(queues) > 0 {
+		p.queues = make(map[string]struct{}, len(queues))
+		for _, q := range queues {
+			p.queues[q] = struct{}{}
+		}
 	}
 	s.pools[name] = p
 	s.poolList = append(s.poolList, p)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/shares"
 )
 
@@ -132,6 +134,12 @@ const dashboardEvery = time.Second
 // apiDashboard streams the dashboard's state as Server-Sent Events: a
 // `snapshot` event at once and then every second, until the client leaves
 // or the server begins to shut down.
+// dashboardState is the Asymptote queue's state with the generic jobs'.
+type dashboardState struct {
+	asyqueue.DashboardState
+	Jobs jobs.Stats `json:"jobs"`
+}
+
 func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -147,7 +155,7 @@ func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		data, err := json.Marshal(st)
+		data, err := json.Marshal(dashboardState{DashboardState: st, Jobs: s.jobs.Stats()})
 		if err != nil {
 			s.cfg.Logger.Error("dashboard: encode", "err", err)
 			return

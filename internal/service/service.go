@@ -25,6 +25,7 @@ import (
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/jobstore"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
@@ -77,6 +78,8 @@ type JobsConfig struct {
 	AdminTokenFile string
 	// MaxBody caps a /v1 request body (0: 32 MiB).
 	MaxBody int64
+	// Retention is how long finished jobs are kept (0: for good).
+	Retention time.Duration
 }
 
 // Service is a configured, not yet serving, embedded default.
@@ -157,6 +160,7 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
 	metrics := asyqueue.NewMetrics(s.registry, s.d)
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
 	s.queue = asyqueue.NewServer(ctx, qcfg, s.d, store, cache, metrics)
@@ -221,6 +225,9 @@ func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Service) Start() error {
 	go s.d.Run(s.ctx)
 	go s.jobs.Run(s.ctx)
+	if s.cfg.Jobs.Retention > 0 {
+		go s.jobStore.Prune(s.ctx, s.cfg.Jobs.Retention, time.Hour)
+	}
 	for i := range s.cfg.LocalBackends {
 		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), backend.Sandbox(s.runner)); err != nil {
 			return err

@@ -304,6 +304,47 @@ func TestEstimatesShrinkAsTheQueueDrains(t *testing.T) {
 	}
 }
 
+// queuedPosition reads queue messages until one not passed and returns its
+// position (-1 when absent).
+func queuedPosition(t *testing.T, c *client) float64 {
+	t.Helper()
+	_, q := c.until("queue")
+	if q.body["passed"] != false {
+		t.Fatalf("queue %v, want not passed", q.body)
+	}
+	if p, ok := q.body["position"].(float64); ok {
+		return p
+	}
+	return -1
+}
+
+func TestQueuedClientsAreToldTheirPosition(t *testing.T) {
+	ts := startService(t, 1, nil)
+	spinner := occupy(t, ts, 1, map[string]any{"timeout": 10000})[0]
+	first := dial(t, ts.srv)
+	first.compile(quickFigure, map[string]any{"timeout": 3000})
+	if p := queuedPosition(t, first); p != 0 {
+		t.Fatalf("first queued task told position %v, want 0", p)
+	}
+	second := dial(t, ts.srv)
+	second.compile(quickFigure+"// second\n", map[string]any{"timeout": 3000})
+	if p := queuedPosition(t, second); p != 1 {
+		t.Fatalf("second queued task told position %v, want 1", p)
+	}
+	first.close()
+	p := queuedPosition(t, second)
+	for p == 1 { // a resend may have crossed the close
+		p = queuedPosition(t, second)
+	}
+	if p != 0 {
+		t.Fatalf("second task told position %v once the first left, want 0", p)
+	}
+	spinner.close()
+	if done := final(t, second.rest()); done.body["success"] != true {
+		t.Fatalf("second task ended %v", done.body)
+	}
+}
+
 func TestDefaultTaskDowngradedWhenSlowTaskArrives(t *testing.T) {
 	ts := startService(t, 2, nil) // slow limit 1, medium limit 1
 	def := dial(t, ts.srv)

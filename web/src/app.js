@@ -14,10 +14,12 @@ const sharedId = (location.pathname.match(/^\/s\/([^/]+)$/) || [])[1];
 let project = sharedId ? null : JSON.parse(localStorage.getItem("usher.project") || "null") || structuredClone(DEFAULT);
 let readOnly = !!sharedId;
 const themeC = new Compartment(), roC = new Compartment();
-let task = null, liveTimer = null, resultURL = null, lastResult = null;
+let task = null, liveTimer = null, elapsedTimer = null, resultURL = null, lastResult = null;
 
 function save() { if (!readOnly) localStorage.setItem("usher.project", JSON.stringify(project)); }
 function currentFile() { return project.files.find((f) => f.filename === project.current) || project.files[0]; }
+// projectFiles is what a compile or a share sends: the files without editor state.
+function projectFiles() { return project.files.map(({ filename, main, content }) => ({ filename, main, content })); }
 
 const view = new EditorView({
   parent: $("editor"),
@@ -34,7 +36,7 @@ function editorState(doc) {
         if (!u.docChanged || readOnly) return;
         currentFile().content = u.state.doc.toString();
         save();
-        if ($("live").checked) { clearTimeout(liveTimer); liveTimer = setTimeout(() => run(true), 600); }
+        if ($("live").checked) { clearTimeout(liveTimer); liveTimer = setTimeout(() => { if ($("live").checked) run(true); }, 600); }
       }),
     ],
   });
@@ -57,18 +59,28 @@ function renderFiles() {
     li.append(b); ul.append(li);
   }
   for (const id of ["add-file", "rename-file", "delete-file", "main-file"]) $(id).disabled = readOnly;
+  $("delete-file").disabled = readOnly || project.files.length < 2;
   $("banner").hidden = !readOnly;
 }
 
+// askName prompts for a file name; null when cancelled, empty or taken.
+function askName(question, suggestion) {
+  const name = prompt(question, suggestion)?.trim();
+  if (!name) return null;
+  if (project.files.some((x) => x.filename === name)) { setStatus(`a file named ${name} exists already`); return null; }
+  return name;
+}
 function fileOp(kind) {
   const f = currentFile();
   if (kind === "add") {
-    const name = prompt("New file name", "file" + project.files.length + ".asy");
-    if (!name || project.files.some((x) => x.filename === name)) return;
+    let n = project.files.length;
+    while (project.files.some((x) => x.filename === `file${n}.asy`)) n++;
+    const name = askName("New file name", `file${n}.asy`);
+    if (!name) return;
     project.files.push({ filename: name, main: false, content: "" }); openFile(name);
   } else if (kind === "rename") {
-    const name = prompt("Rename " + f.filename + " to", f.filename);
-    if (!name || project.files.some((x) => x.filename === name)) return;
+    const name = askName("Rename " + f.filename + " to", f.filename);
+    if (!name) return;
     f.filename = name; openFile(name);
   } else if (kind === "delete") {
     if (project.files.length < 2 || !confirm("Delete " + f.filename + "?")) return;
@@ -84,6 +96,18 @@ function fileOp(kind) {
 // Diagnostics from asy's "file: line.col: message" lines.
 let diagnostics = [];
 const DIAG = /^([^\s:]+\.asy): (\d+)\.(\d+): (.*)$/;
+// Output arrives in chunks that may end mid-line: each stream keeps its
+// unfinished line until the rest comes (or the task ends).
+let partial = {};
+function consoleChunk(text, stream) {
+  const lines = ((partial[stream] || "") + text).split("\n");
+  partial[stream] = lines.pop();
+  consoleAppend(lines.join("\n"));
+}
+function consoleFlush() {
+  for (const rest of Object.values(partial)) consoleAppend(rest);
+  partial = {};
+}
 function markErrors() {
   const doc = view.state.doc;
   const ds = diagnostics.filter((d) => d.file === project.current && d.line <= doc.lines).map((d) => {
@@ -97,7 +121,9 @@ function consoleAppend(text) {
   const out = $("console");
   for (const line of text.split("\n")) {
     if (line === "") continue;
-    const m = DIAG.exec(line);
+    // Only lines about the project's own files link to them.
+    let m = DIAG.exec(line);
+    if (m && !project.files.some((f) => f.filename === m[1])) m = null;
     const el = document.createElement(m ? "button" : "div");
     el.textContent = line;
     if (m) {
@@ -118,66 +144,101 @@ function jumpTo(d) {
   view.focus();
 }
 
-function setStatus(text) { $("status").textContent = text; }
+// The status is a live region: it changes when the task's state does. The
+// running time ticks beside it, hidden from screen readers, which would
+// otherwise announce it ten times a second.
+function setStatus(text) { $("status").textContent = text; $("elapsed").textContent = ""; }
+function startElapsed() {
+  const t0 = performance.now();
+  clearInterval(elapsedTimer);
+  elapsedTimer = setInterval(() => { $("elapsed").textContent = ((performance.now() - t0) / 1000).toFixed(1) + " s"; }, 100);
+}
+// settle ends the current task's display: no timer, Stop off, a final status.
+function settle(text) {
+  clearInterval(elapsedTimer); elapsedTimer = null;
+  task = null; $("stop").disabled = true;
+  consoleFlush(); setStatus(text);
+}
+function stop() {
+  if (!task) return;
+  task.cancel();
+  settle("stopped");
+}
+function queuedText(m) {
+  const pos = m.position !== undefined ? ` #${m.position + 1} in line,` : "";
+  return `queued:${pos} ETA ${m.estimate !== undefined ? (m.estimate / 1000).toFixed(1) + " s" : "unknown"}`;
+}
 function run(live) {
   if (task) task.cancel();
+  clearInterval(elapsedTimer);
   if (live === false) clearTimeout(liveTimer);
   const format = live ? "svg" : $("format").value;
   const timeout = live ? 3000 : +$("timeout").value;
-  diagnostics = []; $("console").textContent = ""; markErrors();
-  const started = performance.now();
-  let timer = null;
+  diagnostics = []; partial = {}; $("console").textContent = ""; markErrors();
   setStatus("connecting…"); $("stop").disabled = false;
-  const done = (msg) => { clearInterval(timer); task = null; $("stop").disabled = true; setStatus(msg); };
-  const me = compile(project.files.map(({ filename, main, content }) => ({ filename, main, content })), { timeout, format }, {
-    queue(m) {
-      if (m.passed) {
-        const t0 = performance.now();
-        clearInterval(timer);
-        timer = setInterval(() => setStatus(`running ${((performance.now() - t0) / 1000).toFixed(1)} s`), 100);
-        setStatus("running 0.0 s");
-      } else {
-        const pos = m.position !== undefined ? ` position ${m.position},` : "";
-        setStatus(`queued:${pos} ETA ${m.estimate !== undefined ? (m.estimate / 1000).toFixed(1) + " s" : "unknown"}`);
-      }
-    },
-    output(text) { consoleAppend(text); },
-    result(bytes, fmt) { showResult(bytes, fmt); },
-    complete(m) { if (task === me) done(m.success ? `done in ${m.time ?? "?"} ms` : `failed: ${m.error || "error"}`); },
-    denied(m) { if (task === me) done("denied: " + m.error); },
-    closed() { if (task === me) done("connection closed"); },
+  const mine = (f) => (...a) => { if (task === me) f(...a); };
+  const me = compile(projectFiles(), { timeout, format }, {
+    queue: mine((m) => {
+      if (!m.passed) { setStatus(queuedText(m)); return; }
+      setStatus("running"); startElapsed();
+    }),
+    output: mine(consoleChunk),
+    result: mine(showResult),
+    complete: mine((m) => settle(m.success ? `done in ${m.time ?? "?"} ms` : `failed: ${m.error || "error"}`)),
+    denied: mine((m) => settle("denied: " + m.error)),
+    closed: mine(() => settle("connection closed")),
   });
   task = me;
 }
 
 const MIME = { svg: "image/svg+xml", png: "image/png", pdf: "application/pdf", eps: "application/postscript" };
+function resultName(fmt) { return (project.files.find((f) => f.main)?.filename || "figure").replace(/\.asy$/, "") + "." + fmt; }
 function showResult(bytes, fmt) {
   if (resultURL) URL.revokeObjectURL(resultURL);
-  lastResult = { bytes, fmt };
-  resultURL = URL.createObjectURL(new Blob([bytes], { type: MIME[fmt] || "application/octet-stream" }));
+  lastResult = { fmt, name: resultName(fmt) };
+  const type = MIME[fmt] || "application/octet-stream";
+  resultURL = URL.createObjectURL(new Blob([bytes], { type }));
   const box = $("result"); box.textContent = "";
-  let el;
-  // An SVG in an <img> cannot run scripts: a hostile figure cannot touch the page.
-  if (fmt === "svg" || fmt === "png") { el = document.createElement("img"); el.alt = "compiled figure"; }
-  else { el = document.createElement("iframe"); el.title = "compiled figure"; el.setAttribute("sandbox", ""); }
-  el.src = resultURL; el.dataset.format = fmt;
-  box.append(el);
+  box.append(fmt === "svg" || fmt === "png" ? imageOf(fmt) : objectOf(fmt, type));
   $("download").disabled = false;
+  $("download").setAttribute("aria-label", "download " + lastResult.name);
+}
+// An SVG in an <img> cannot run scripts: a hostile figure cannot touch the page.
+function imageOf(fmt) {
+  const img = document.createElement("img");
+  img.alt = "compiled figure (" + fmt + ")"; img.src = resultURL; img.dataset.format = fmt;
+  return img;
+}
+// Other formats go to the browser's viewer (Chromium refuses to show a PDF
+// in a sandboxed frame), with a link to open the file where there is none.
+function objectOf(fmt, type) {
+  const obj = document.createElement("object");
+  obj.type = type; obj.data = resultURL; obj.dataset.format = fmt;
+  obj.setAttribute("aria-label", "compiled figure (" + fmt + ")");
+  const a = document.createElement("a");
+  a.href = resultURL; a.target = "_blank"; a.rel = "noopener"; a.textContent = "open " + lastResult.name;
+  obj.append(a);
+  return obj;
 }
 function download() {
   if (!lastResult) return;
   const a = document.createElement("a");
-  a.href = resultURL; a.download = (project.files.find((f) => f.main)?.filename || "figure").replace(/\.asy$/, "") + "." + lastResult.fmt;
+  a.href = resultURL; a.download = lastResult.name;
   a.click();
 }
 
 async function share() {
-  const r = await fetch("/api/shares", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ files: project.files.map(({ filename, main, content }) => ({ filename, main, content })) }) });
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) { $("share-url").value = "share failed: " + (body.error || r.status); return; }
-  const url = new URL(body.url, location.href).href;
-  $("share-url").value = url; $("share-url").hidden = false;
-  navigator.clipboard?.writeText(url).catch(() => {});
+  const out = $("share-url");
+  out.hidden = false;
+  try {
+    const r = await fetch("/api/shares", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ files: projectFiles() }) });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) { out.value = "share failed: " + (body.error || r.status); return; }
+    out.value = new URL(body.url, location.href).href;
+    navigator.clipboard?.writeText(out.value).catch(() => {});
+  } catch {
+    out.value = "share failed: the server cannot be reached";
+  }
 }
 function makeCopy() {
   readOnly = false; save();
@@ -191,6 +252,7 @@ function isDark() { const t = localStorage.getItem("usher.theme"); return t ? t 
 function themeExt() { return isDark() ? oneDarkish : lightish; }
 function applyTheme() {
   document.documentElement.dataset.theme = isDark() ? "dark" : "light";
+  $("theme").setAttribute("aria-pressed", String(isDark()));
   view.dispatch({ effects: themeC.reconfigure(themeExt()) });
 }
 mq.addEventListener("change", applyTheme);
@@ -204,7 +266,7 @@ async function init() {
   openFile(currentFile().filename);
   applyTheme();
   $("compile").onclick = () => run(false);
-  $("stop").onclick = () => { if (task) { task.cancel(); task = null; $("stop").disabled = true; setStatus("stopped"); } };
+  $("stop").onclick = stop;
   $("add-file").onclick = () => fileOp("add");
   $("rename-file").onclick = () => fileOp("rename");
   $("delete-file").onclick = () => fileOp("delete");

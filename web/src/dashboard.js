@@ -19,8 +19,13 @@ function render(s) {
   fill("queue", s.queue, ["position", "id", "class", (r) => ms(r.estimateMs)]);
   fill("backends", s.backends, ["id", "state"]);
   fill("events", (s.events || []).slice().reverse(), [(r) => time(r.time), "kind", "task", "detail"]);
-  fill("queues", s.queues, [(r) => JSON.stringify(r)]);
-  fill("keys", s.keys, [(r) => JSON.stringify(r)]);
+  const jobs = s.jobs || {};
+  const blockedBy = (r) => Object.entries(r.blockedBy || {}).map(([k, n]) => `${k} (${n})`).join(", ") || "–";
+  fill("jobqueues", jobs.queues, ["name", "queued", "running", "waiting", "delayed", "blocked", blockedBy]);
+  fill("jobkeys", [...(jobs.keys || []), ...(jobs.groups || []).map((g) => ({ ...g, key: `group ${g.key}` }))],
+    ["key", (r) => `${r.running} / ${r.limit || "∞"}`, "queued"]);
+  fill("agents", jobs.agents, ["id", (r) => `${r.running} / ${r.slots}`]);
+  fill("jobtiers", jobs.tiers, ["name", (r) => ms(r.durationMs), (r) => `${r.running} / ${r.limit}`]);
   $("tps").textContent = `tasks per second: ${(s.tasksPerSecond ?? 0).toFixed(2)}`;
 }
 

@@ -14,7 +14,9 @@ function remember(hash) {
 
 /**
  * compile runs one task. files: [{filename, main, content}]; opts: {timeout, format};
- * on: {queue, output, result, complete, denied, error}. Returns {cancel}.
+ * on: {queue(m), output(text, stream), result(bytes, format), complete(m), denied(m),
+ * closed() when the connection ends before complete or denied, error(text),
+ * message(m) for other messages}. Returns {cancel}, after which nothing is called.
  */
 export function compile(files, opts, on) {
   const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/asy";
@@ -64,5 +66,5 @@ export function compile(files, opts, on) {
   };
   ws.onclose = () => { if (!finished) on.closed?.(); };
   ws.onerror = () => on.error?.("connection error");
-  return { cancel() { finished = true; ws.close(); } };
+  return { cancel() { finished = true; ws.onmessage = ws.onerror = null; ws.close(); } };
 }

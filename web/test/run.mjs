@@ -2,7 +2,7 @@
 // playwright-core, against a running `usher serve` at $USHER_URL.
 // Each scenario saves a screenshot under web/test/artifacts/.
 import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -33,6 +33,52 @@ async function setSource(page, text) {
 }
 const svgShown = (page) => page.waitForSelector('#result img[data-format="svg"]', { timeout: 20000 });
 async function waitDone(page) { await page.waitForFunction(() => /^done|^failed|^denied/.test(document.getElementById("status").textContent), null, { timeout: 30000 }); }
+// waitStatus waits until the status line matches re.
+async function waitStatus(page, re, timeout = 10000) {
+  await page.waitForFunction((src) => new RegExp(src).test(document.getElementById("status").textContent), re.source, { timeout })
+    .catch(async (e) => { throw new Error(`status ${JSON.stringify(await page.textContent("#status"))} never matched ${re}: ${e.message}`); });
+}
+// startSpinner starts a figure that runs until its time limit, in a page of its own.
+async function startSpinner(label, timeout) {
+  const p = await freshPage();
+  await p.goto(base + "/");
+  await setSource(p, `while(true){} // ${label} ${Date.now()}\n`);
+  await p.selectOption("#timeout", String(timeout));
+  await p.click("#compile");
+  await waitStatus(p, /^running/);
+  return p;
+}
+// expectDownload clicks download and checks the file's name and first bytes.
+async function expectDownload(page, name, magic) {
+  const [dl] = await Promise.all([page.waitForEvent("download", { timeout: 10000 }), page.click("#download")]);
+  if (dl.suggestedFilename() !== name) throw new Error(`download named ${dl.suggestedFilename()}, want ${name}`);
+  const head = readFileSync(await dl.path()).subarray(0, magic.length);
+  if (!head.equals(Buffer.from(magic, "latin1"))) throw new Error(`${name} starts ${JSON.stringify(head.toString("latin1"))}, want ${JSON.stringify(magic)}`);
+}
+// frameWhere returns the page's first frame that satisfies pred, waiting
+// for it (no await between the look and the listener: none slips through).
+async function frameWhere(page, pred, what) {
+  const f = page.frames().find(pred);
+  if (f) return f;
+  return page.waitForEvent("framenavigated", { predicate: pred, timeout: 10000 })
+    .catch(() => { throw new Error(`no frame shows ${what}: ${page.frames().map((x) => x.url()).join(" ")}`); });
+}
+// until polls cond every 50 ms (for frames whose policy forbids
+// waitForFunction's eval) and reports whether it held within timeout ms.
+async function until(cond, timeout) {
+  for (const end = Date.now() + timeout; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
+    if (await cond().catch(() => false)) return true;
+  }
+  return false;
+}
+// look reads the page's theme as a user sees it.
+const look = (page) => page.evaluate(() => ({
+  theme: document.documentElement.dataset.theme,
+  pressed: document.getElementById("theme").getAttribute("aria-pressed"),
+  page: getComputedStyle(document.body).backgroundColor,
+  editor: getComputedStyle(document.querySelector(".cm-editor")).backgroundColor,
+}));
+const fileButtons = (page) => page.$$eval("#files button", (bs) => bs.map((b) => b.textContent));
 
 const scenarios = {
   async "compile with Ctrl-Enter shows the SVG"(page) {
@@ -72,10 +118,9 @@ const scenarios = {
     await waitDone(page);
     if (binary !== 1) throw new Error(`first compile sent ${binary} binary frames, want 1`);
     binary = 0; adds = [];
-    await page.click("#compile");
-    await page.waitForFunction(() => document.getElementById("status").textContent === "connecting…" || true);
-    await page.waitForFunction(() => !document.getElementById("stop").disabled === false && /^done/.test(document.getElementById("status").textContent), null, { timeout: 30000 });
+    await page.click("#compile"); // the status leaves "done" at once: run() sets it in the click
     await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("second compile: " + (await page.textContent("#status")));
     if (binary !== 0) throw new Error(`second compile sent ${binary} binary frames, want 0`);
     if (!adds.length || !adds.every((a) => a.restore === true)) throw new Error("second compile did not restore: " + JSON.stringify(adds));
   },
@@ -106,35 +151,153 @@ const scenarios = {
     await page.waitForFunction((s) => { const i = document.querySelector("#result img"); return i && i.src !== s; }, first, { timeout: 20000 });
   },
   async "queue position shows when the backends are busy"(page) {
-    const blockers = [];
-    for (let i = 0; i < 2; i++) {
-      const p = await freshPage();
-      await p.goto(base + "/");
-      // 10 s blockers (the test server allows two medium tasks): a 3 s one
-      // could end before the third task is even sent on a loaded machine.
-      await setSource(p, `while(true){} // blocker ${i} ${Date.now()}\n`);
-      await p.selectOption("#timeout", "10000");
-      await p.click("#compile");
-      await p.waitForFunction(() => /^running/.test(document.getElementById("status").textContent), null, { timeout: 10000 });
-      blockers.push(p);
-    }
+    // 30 s blockers (the test server allows two slow tasks): a shorter one
+    // could end before the queued tasks are even sent on a loaded machine.
+    const blockers = [await startSpinner("blocker 0", 30000), await startSpinner("blocker 1", 30000)];
+    const ahead = await freshPage();
+    await ahead.goto(base + "/");
+    await setSource(ahead, `size(1cm); draw(unitsquare); // ${Date.now()}\n`);
+    await ahead.click("#compile");
+    await waitStatus(ahead, /^queued: #1 in line, ETA \d+\.\d s$/);
     await page.goto(base + "/");
     await setSource(page, `size(1cm); draw(unitcircle); // ${Date.now()}\n`);
     await page.click("#compile");
-    await page.waitForFunction(() => /^queued/.test(document.getElementById("status").textContent), null, { timeout: 10000 });
+    await waitStatus(page, /^queued: #2 in line, ETA \d+\.\d s$/);
     await page.screenshot({ path: join(artifacts, "queue-position-shows-while-queued.png") });
+    await ahead.context().close(); // the task ahead leaves the queue
+    await waitStatus(page, /^queued: #1 in line/);
     for (const p of blockers) await p.context().close(); // frees both backends
     await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("the queued task did not succeed: " + (await page.textContent("#status")));
   },
   async "the dashboard shows a running task"(page) {
     const runner = await freshPage();
     await runner.goto(base + "/");
     await setSource(runner, `while(true){} // dash ${Date.now()}\n`);
-    await runner.selectOption("#timeout", "3000");
+    await runner.selectOption("#timeout", "30000"); // outlasts a slow page load; closing the runner stops it
     await runner.click("#compile");
     await page.goto(base + "/dashboard");
     await page.waitForFunction(() => { const r = document.querySelector("#running tbody td"); return r && !r.classList.contains("empty"); }, null, { timeout: 10000 });
     await runner.context().close();
+  },
+  async "the dashboard shows generic job queues, keys and agents"(page) {
+    const v1 = async (method, path, body, type = "application/json") => {
+      const r = await fetch(base + path, { method, body: typeof body === "string" ? body : JSON.stringify(body),
+        headers: { Authorization: "Bearer " + process.env.USHER_TOKEN, "Content-Type": type } });
+      if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`);
+      return r.status === 204 ? null : r.json();
+    };
+    await v1("POST", "/v1/queues", { name: "scan" });
+    await v1("PUT", "/v1/limits", { pattern: "net:*", limit: 1 });
+    await v1("POST", "/v1/queues/scan/targets", "10.0.0.1\n10.0.0.2\n", "text/plain");
+    await v1("POST", "/v1/agent/lease", { agent: "scanner-1", slots: 4 }); // takes one; the limit holds the other
+    await page.goto(base + "/dashboard");
+    const row = (table, first) => page.waitForFunction(([t, f]) => [...document.querySelectorAll(`#${t} tbody tr`)]
+      .map((tr) => [...tr.cells].map((c) => c.textContent)).find((cells) => cells[0] === f), [table, first], { timeout: 10000 })
+      .then((h) => h.jsonValue());
+    const q = await row("jobqueues", "scan");
+    if (q[1] !== "1" || q[2] !== "1" || q[5] !== "1" || q[6] !== "net:10.0.0.0/24 (1)") throw new Error("scan row: " + q.join(" | "));
+    const k = await row("jobkeys", "net:10.0.0.0/24");
+    if (k[1] !== "1 / 1" || k[2] !== "1") throw new Error("key row: " + k.join(" | "));
+    const a = await row("agents", "scanner-1");
+    if (a[1] !== "1 / 4") throw new Error("agent row: " + a.join(" | "));
+    await page.screenshot({ path: join(artifacts, "dashboard-generic-jobs.png"), fullPage: true });
+    await v1("POST", "/v1/agent/leave", { agent: "scanner-1" });
+  },
+  async "Stop ends a long-running figure and frees its backend"(page) {
+    await page.goto(base + "/");
+    await setSource(page, `while(true){} // stopped ${Date.now()}\n`);
+    await page.selectOption("#timeout", "30000"); // it would run 30 s if not stopped
+    await page.click("#compile");
+    await waitStatus(page, /^running$/);
+    await page.click("#stop");
+    await waitStatus(page, /^stopped$/);
+    if (!(await page.isDisabled("#stop"))) throw new Error("Stop still enabled after stopping");
+    // The server lets the slow task go at once, not at its 30 s limit.
+    const dash = await freshPage();
+    await dash.goto(base + "/dashboard");
+    await dash.waitForFunction(() => document.getElementById("conn").textContent === "live" &&
+      ![...document.querySelectorAll("#running tbody tr")].some((tr) => tr.cells[1]?.textContent === "slow"), null, { timeout: 5000 })
+      .catch(() => { throw new Error("the stopped task still runs on the server"); });
+    await dash.context().close();
+    const after = [await page.textContent("#status"), await page.textContent("#elapsed")];
+    if (after[0] !== "stopped" || after[1] !== "") throw new Error("the stopped run's timer still writes the status: " + after.join(" "));
+    await setSource(page, `size(2cm); draw(unitcircle); // after stop ${Date.now()}\n`);
+    await page.click("#compile");
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("compile after Stop: " + (await page.textContent("#status")));
+  },
+  async "files are added, renamed and deleted, and survive a reload"(page) {
+    const answers = [];
+    page.on("dialog", (d) => d.accept(d.type() === "prompt" ? answers.shift() : undefined));
+    const current = () => page.textContent("#files button[aria-current]");
+    await page.goto(base + "/");
+    answers.push("lib.asy");
+    await page.click("#add-file");
+    if ((await current()) !== "lib.asy") throw new Error("the new file is not open: " + (await current()));
+    await setSource(page, "real r = 0.5;\n");
+    answers.push("radius.asy");
+    await page.click("#rename-file");
+    answers.push("scratch.asy");
+    await page.click("#add-file");
+    await page.click("#delete-file");
+    await page.click('#files button:text-is("main.asy ★")');
+    await setSource(page, "import radius;\nsize(2cm);\ndraw(scale(r)*unitcircle);\n");
+    await page.reload();
+    await page.waitForSelector("#files button");
+    const names = await fileButtons(page);
+    if (names.join(",") !== "main.asy ★,radius.asy") throw new Error("files after reload: " + names.join(","));
+    await page.click('#files button:text-is("radius.asy")');
+    await page.waitForFunction(() => document.querySelector(".cm-content").innerText.includes("real r = 0.5;"), null, { timeout: 5000 });
+    await page.click("#compile"); // main.asy imports the renamed file
+    await svgShown(page);
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("compile: " + (await page.textContent("#status")));
+  },
+  async "the theme toggle switches dark and light and survives a reload"(page) {
+    await page.emulateMedia({ colorScheme: "light" });
+    await page.goto(base + "/");
+    const light = await look(page);
+    if (light.theme !== "light" || light.pressed !== "false") throw new Error("not light at first: " + JSON.stringify(light));
+    await page.click("#theme");
+    const dark = await look(page);
+    if (dark.theme !== "dark" || dark.pressed !== "true" || dark.page === light.page || dark.editor === light.editor) throw new Error(`toggle: ${JSON.stringify(light)} → ${JSON.stringify(dark)}`);
+    await page.screenshot({ path: join(artifacts, "theme-dark.png") });
+    await page.reload();
+    await page.waitForSelector(".cm-editor");
+    if (JSON.stringify(await look(page)) !== JSON.stringify(dark)) throw new Error("dark lost on reload: " + JSON.stringify(await look(page)));
+    await page.focus("#theme"); // and by keyboard back to light
+    await page.keyboard.press("Enter");
+    await page.reload();
+    await page.waitForSelector(".cm-editor");
+    if (JSON.stringify(await look(page)) !== JSON.stringify(light)) throw new Error("light lost on reload: " + JSON.stringify(await look(page)));
+  },
+  async "PNG and PDF results are shown and downloaded with the right type"(page) {
+    await page.goto(base + "/");
+    await setSource(page, `size(2cm); fill(unitcircle, red); // formats ${Date.now()}\n`);
+    await page.selectOption("#format", "png");
+    await page.click("#compile");
+    await page.waitForSelector('#result img[data-format="png"]', { timeout: 20000 });
+    await waitDone(page);
+    if (!(await page.$eval("#result img", (img) => img.complete && img.naturalWidth > 0))) throw new Error("the PNG did not load");
+    await page.screenshot({ path: join(artifacts, "result-png.png") });
+    await expectDownload(page, "main.png", "\x89PNG");
+    await page.selectOption("#format", "pdf");
+    await page.click("#compile");
+    await page.waitForSelector('#result object[data-format="pdf"]', { timeout: 20000 });
+    await waitDone(page);
+    const pdf = await page.$eval("#result object", async (o) => {
+      const r = await fetch(o.data);
+      const head = new Uint8Array(await r.arrayBuffer()).slice(0, 5);
+      return { url: o.data, type: o.type, served: r.headers.get("content-type"), head: String.fromCharCode(...head) };
+    });
+    if (pdf.type !== "application/pdf" || pdf.served !== "application/pdf" || pdf.head !== "%PDF-") throw new Error("PDF result: " + JSON.stringify(pdf));
+    // Chromium's PDF viewer opens in the <object>'s frame and counts the pages.
+    const viewer = await frameWhere(page, (f) => f.parentFrame()?.url() === pdf.url, "the PDF viewer");
+    const pages = () => viewer.evaluate(() => document.querySelector("pdf-viewer")?.shadowRoot?.querySelector("viewer-toolbar")?.docLength);
+    if (!(await until(async () => (await pages()) === 1, 10000))) throw new Error(`the PDF viewer shows ${await pages()} pages, want 1`);
+    await page.screenshot({ path: join(artifacts, "result-pdf.png") });
+    await expectDownload(page, "main.pdf", "%PDF-");
   },
 };
 

@@ -14,6 +14,7 @@ import (
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/jobstore"
+	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/sqlitedb"
 	"github.com/usherhq/usher/internal/tokens"
 )
@@ -34,6 +35,7 @@ type Server struct {
 
 // Options changes the engine's configuration; nil fields keep defaults.
 type Options struct {
+	Tiers    []sched.Tier
 	LeaseTTL time.Duration
 	Logger   *slog.Logger
 }
@@ -60,7 +62,7 @@ func StartAt(t testing.TB, path string, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := jobs.Open(ctx, jobs.Config{Store: store, LeaseTTL: o.LeaseTTL, Logger: o.Logger})
+	engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: o.Tiers, LeaseTTL: o.LeaseTTL, Logger: o.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}

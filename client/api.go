@@ -1,0 +1,257 @@
+package client
+
+import (
+	"context"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// esc escapes one path segment (a queue name, job or token id).
+func esc(s string) string { return url.PathEscape(s) }
+
+// CreateQueue creates a queue (admin); a queue of that name that exists
+// already is a 409.
+func (c *Client) CreateQueue(ctx context.Context, q QueueSpec) (Queue, error) {
+	var out Queue
+	err := c.call(ctx, http.MethodPost, "/v1/queues", q, &out)
+	return out, err
+}
+
+// UpdateQueue changes the fields of a queue that u sets (admin) and
+// returns the queue.
+func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (Queue, error) {
+	var out Queue
+	err := c.call(ctx, http.MethodPatch, "/v1/queues/"+esc(name), u, &out)
+	return out, err
+}
+
+// Queue returns one queue.
+func (c *Client) Queue(ctx context.Context, name string) (Queue, error) {
+	var out Queue
+	err := c.call(ctx, http.MethodGet, "/v1/queues/"+esc(name), nil, &out)
+	return out, err
+}
+
+// Queues returns every queue, sorted by name.
+func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
+	var out struct {
+		Queues []Queue `json:"queues"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/queues", nil, &out)
+	return out.Queues, err
+}
+
+// DeleteQueue deletes a queue and cancels its queued jobs (admin); a queue
+// with running jobs is a 409.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/queues/"+esc(name), nil, nil)
+}
+
+// FlushQueue cancels a queue's queued jobs (admin) and returns how many; a
+// queue with running jobs is a 409.
+func (c *Client) FlushQueue(ctx context.Context, name string) (int, error) {
+	var out struct {
+		Cancelled int `json:"cancelled"`
+	}
+	err := c.call(ctx, http.MethodPost, "/v1/queues/"+esc(name)+"/flush", nil, &out)
+	return out.Cancelled, err
+}
+
+// SetKeyLimit sets the limit of a key or key pattern (admin); limit 0
+// removes it.
+func (c *Client) SetKeyLimit(ctx context.Context, pattern string, limit int) (KeyLimit, error) {
+	var out KeyLimit
+	err := c.call(ctx, http.MethodPut, "/v1/limits", KeyLimit{Pattern: pattern, Limit: limit}, &out)
+	return out, err
+}
+
+// KeyLimits returns every key limit, sorted by pattern.
+func (c *Client) KeyLimits(ctx context.Context) ([]KeyLimit, error) {
+	var out struct {
+		Limits []KeyLimit `json:"limits"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/limits", nil, &out)
+	return out.Limits, err
+}
+
+// Enqueue submits jobs, all or none, and returns their ids in the given
+// order.
+func (c *Client) Enqueue(ctx context.Context, jobs ...JobSpec) ([]string, error) {
+	in := struct {
+		Jobs []JobSpec `json:"jobs"`
+	}{jobs}
+	var out idsAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/jobs", in, &out)
+	return out.IDs, err
+}
+
+type idsAnswer struct {
+	IDs []string `json:"ids"`
+}
+
+// EnqueueTargets submits one job per line of targets to queue (seed 004):
+// blank lines are ignored, each job's payload is its line as a JSON string
+// and its key is derived from the target (net:a.b.c.0/24 for an IPv4
+// address). It returns the jobs' ids in line order.
+func (c *Client) EnqueueTargets(ctx context.Context, queue string, targets io.Reader) ([]string, error) {
+	var out idsAnswer
+	err := c.send(ctx, http.MethodPost, "/v1/queues/"+esc(queue)+"/targets", "text/plain; charset=utf-8", targets, &out)
+	return out.IDs, err
+}
+
+// SubmitWorkflow submits a workflow atomically; a dependency cycle is a 400
+// whose *Error lists the cycle.
+func (c *Client) SubmitWorkflow(ctx context.Context, wf WorkflowSpec) (SubmittedWorkflow, error) {
+	var out SubmittedWorkflow
+	err := c.call(ctx, http.MethodPost, "/v1/workflows", wf, &out)
+	return out, err
+}
+
+// Workflow returns a workflow with its jobs.
+func (c *Client) Workflow(ctx context.Context, id string) (Workflow, error) {
+	var out Workflow
+	err := c.call(ctx, http.MethodGet, "/v1/workflows/"+esc(id), nil, &out)
+	return out, err
+}
+
+// Job returns one job.
+func (c *Client) Job(ctx context.Context, id string) (Job, error) {
+	var out Job
+	err := c.call(ctx, http.MethodGet, "/v1/jobs/"+esc(id), nil, &out)
+	return out, err
+}
+
+// Jobs returns one page of the jobs that f selects, in id order.
+func (c *Client) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"queue": f.Queue, "state": f.State, "workflow": f.Workflow, "after": f.After} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	path := "/v1/jobs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out JobPage
+	err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
+// AllJobs iterates over every job that f selects, page after page from
+// f.After on; it stops at the first error, which it yields.
+func (c *Client) AllJobs(ctx context.Context, f JobFilter) iter.Seq2[Job, error] {
+	return func(yield func(Job, error) bool) {
+		for {
+			page, err := c.Jobs(ctx, f)
+			if err != nil {
+				yield(Job{}, err)
+				return
+			}
+			for _, j := range page.Jobs {
+				if !yield(j, nil) {
+					return
+				}
+			}
+			if page.Next == "" || len(page.Jobs) == 0 {
+				return
+			}
+			f.After = page.Next
+		}
+	}
+}
+
+// Cancel cancels a job that has not finished and returns it; a running
+// job is told to stop at its agent's next renewal.
+func (c *Client) Cancel(ctx context.Context, id string) (Job, error) {
+	var out Job
+	err := c.call(ctx, http.MethodPost, "/v1/jobs/"+esc(id)+"/cancel", nil, &out)
+	return out, err
+}
+
+// Retry queues a failed or cancelled job again with fresh attempts and
+// returns it.
+func (c *Client) Retry(ctx context.Context, id string) (Job, error) {
+	var out Job
+	err := c.call(ctx, http.MethodPost, "/v1/jobs/"+esc(id)+"/retry", nil, &out)
+	return out, err
+}
+
+// Stats returns the server's usage report.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var out Stats
+	err := c.call(ctx, http.MethodGet, "/v1/stats", nil, &out)
+	return out, err
+}
+
+// Lease asks for work for an agent (agent role); with no work it waits up
+// to r.WaitMs and answers with no jobs.
+func (c *Client) Lease(ctx context.Context, r LeaseRequest) (LeaseAnswer, error) {
+	var out LeaseAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/agent/lease", r, &out)
+	return out, err
+}
+
+type agentRequest struct {
+	Agent string `json:"agent"`
+}
+
+// Renew renews an agent's lease and returns the jobs it must stop and the
+// new time limits of others; a lease that lapsed already is a 404.
+func (c *Client) Renew(ctx context.Context, agent string) (RenewAnswer, error) {
+	var out RenewAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/agent/renew", agentRequest{agent}, &out)
+	return out, err
+}
+
+// Complete reports the results of an agent's jobs in one call and returns
+// one acknowledgement per result.
+func (c *Client) Complete(ctx context.Context, agent string, results ...Result) ([]Ack, error) {
+	in := struct {
+		Agent   string   `json:"agent"`
+		Results []Result `json:"results"`
+	}{agent, results}
+	var out struct {
+		Acks []Ack `json:"acks"`
+	}
+	err := c.call(ctx, http.MethodPost, "/v1/agent/complete", in, &out)
+	return out.Acks, err
+}
+
+// Leave ends an agent's lease; its running jobs are released as if the
+// lease lapsed.
+func (c *Client) Leave(ctx context.Context, agent string) error {
+	return c.call(ctx, http.MethodPost, "/v1/agent/leave", agentRequest{agent}, nil)
+}
+
+// CreateToken creates a token with a role (admin); its secret is in the
+// answer only.
+func (c *Client) CreateToken(ctx context.Context, name, role string) (NewToken, error) {
+	in := struct {
+		Name string `json:"name"`
+		Role string `json:"role"`
+	}{name, role}
+	var out NewToken
+	err := c.call(ctx, http.MethodPost, "/v1/tokens", in, &out)
+	return out, err
+}
+
+// Tokens lists the tokens (admin), without their secrets.
+func (c *Client) Tokens(ctx context.Context) ([]Token, error) {
+	var out struct {
+		Tokens []Token `json:"tokens"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/tokens", nil, &out)
+	return out.Tokens, err
+}
+
+// DeleteToken deletes a token (admin); a token cannot delete itself (409).
+func (c *Client) DeleteToken(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/tokens/"+esc(id), nil, nil)
+}

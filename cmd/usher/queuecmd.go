@@ -1,0 +1,327 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/usherhq/usher/client"
+)
+
+func newQueueCommand() *cobra.Command {
+	o := &clientOpts{}
+	return group(o, "queue", "Create, list, change and delete queues of generic jobs",
+		`queue manages the queues of generic jobs (docs/api.md, Queues). A queue has a
+priority (higher is served first), capabilities an agent must offer to get
+its jobs, an order (fifo, strict or random), a batch cap per lease, an active
+flag (a paused queue takes jobs and starts none) and a retry policy for jobs
+that set none. Changing queues needs an admin token.`,
+		queueCreateCommand(o), queueListCommand(o), queueShowCommand(o), queueUpdateCommand(o),
+		queueRemoveCommand(o), queueFlushCommand(o))
+}
+
+// queueFlags are the settings of a queue as flags, shared by create and
+// update.
+type queueFlags struct {
+	priority, batch, maxAttempts int
+	requires                     []string
+	order                        string
+	active                       bool
+	backoff, maxBackoff          time.Duration
+}
+
+func (q *queueFlags) register(f *pflag.FlagSet, forUpdate bool) {
+	f.IntVar(&q.priority, "priority", 0, "higher is served first")
+	f.StringSliceVar(&q.requires, "requires", nil, "capability an agent must offer (repeatable, or comma-separated)")
+	f.StringVar(&q.order, "order", "fifo", "fifo (first admissible job), strict (only the head may start) or random")
+	f.IntVar(&q.batch, "batch", 0, "most jobs one lease takes from this queue (0: no cap)")
+	if forUpdate {
+		f.BoolVar(&q.active, "active", true, "false pauses the queue (it takes jobs, starts none); true resumes it")
+	} else {
+		f.BoolVar(&q.active, "active", true, "--active=false creates the queue paused")
+	}
+	f.IntVar(&q.maxAttempts, "max-attempts", 0, "retry policy: attempts of a job that sets none (0: one)")
+	f.DurationVar(&q.backoff, "backoff", 0, "retry policy: wait before the second attempt, doubling after")
+	f.DurationVar(&q.maxBackoff, "max-backoff", 0, "retry policy: longest wait between attempts")
+}
+
+// retry is the retry policy the flags give, nil when none is set.
+func (q *queueFlags) retry(f *pflag.FlagSet) *client.RetryPolicy {
+	if !f.Changed("max-attempts") && !f.Changed("backoff") && !f.Changed("max-backoff") {
+		return nil
+	}
+	return &client.RetryPolicy{MaxAttempts: q.maxAttempts, BackoffMs: q.backoff.Milliseconds(), MaxBackoffMs: q.maxBackoff.Milliseconds()}
+}
+
+func queueCreateCommand(o *clientOpts) *cobra.Command {
+	q := &queueFlags{}
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a queue",
+		Long:  "create makes a queue (admin). NAME is 1-128 characters of A-Z a-z 0-9 . _ -.",
+		Example: `  usher queue create scan --priority 10 --requires net --order random --batch 2
+  usher queue create etl --max-attempts 3 --backoff 1s --max-backoff 1m
+  usher queue create later --active=false`,
+		Args: cobra.ExactArgs(1),
+	}
+	q.register(cmd.Flags(), false)
+	cmd.RunE = withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		spec := client.QueueSpec{Name: args[0], Priority: q.priority, Requires: q.requires, Batch: q.batch,
+			Retry: q.retry(cmd.Flags())}
+		if cmd.Flags().Changed("order") {
+			spec.Order = q.order
+		}
+		if cmd.Flags().Changed("active") {
+			spec.Active = &q.active
+		}
+		got, err := c.CreateQueue(cmd.Context(), spec)
+		if err != nil {
+			return fmt.Errorf("creating queue %s: %w", args[0], err)
+		}
+		return printQueues(cmd, o, got)
+	})
+	return cmd
+}
+
+func queueUpdateCommand(o *clientOpts) *cobra.Command {
+	q := &queueFlags{}
+	cmd := &cobra.Command{
+		Use:   "update NAME",
+		Short: "Change some settings of a queue",
+		Long: `update changes the settings given as flags and leaves the others (admin).
+A retry flag changes that field of the queue's retry policy only.`,
+		Example: `  usher queue update scan --priority 20
+  usher queue update scan --active=false     # pause
+  usher queue update scan --active           # resume
+  usher queue update scan --requires net,ipv6 --max-attempts 5`,
+		Args: cobra.ExactArgs(1),
+	}
+	q.register(cmd.Flags(), true)
+	cmd.RunE = withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		u, err := q.update(cmd, c, args[0])
+		if err != nil {
+			return err
+		}
+		got, err := c.UpdateQueue(cmd.Context(), args[0], u)
+		if err != nil {
+			return fmt.Errorf("updating queue %s: %w", args[0], err)
+		}
+		return printQueues(cmd, o, got)
+	})
+	return cmd
+}
+
+// update is the change the given flags ask for; a retry flag is merged
+// into the queue's current policy.
+func (q *queueFlags) update(cmd *cobra.Command, c *client.Client, name string) (client.QueueUpdate, error) {
+	f := cmd.Flags()
+	var u client.QueueUpdate
+	if f.Changed("priority") {
+		u.Priority = &q.priority
+	}
+	if f.Changed("requires") {
+		u.Requires = &q.requires
+	}
+	if f.Changed("order") {
+		u.Order = &q.order
+	}
+	if f.Changed("batch") {
+		u.Batch = &q.batch
+	}
+	if f.Changed("active") {
+		u.Active = &q.active
+	}
+	if q.retry(f) == nil {
+		return u, nil
+	}
+	cur, err := c.Queue(cmd.Context(), name)
+	if err != nil {
+		return u, fmt.Errorf("reading queue %s: %w", name, err)
+	}
+	r := client.RetryPolicy{}
+	if cur.Retry != nil {
+		r = *cur.Retry
+	}
+	if f.Changed("max-attempts") {
+		r.MaxAttempts = q.maxAttempts
+	}
+	if f.Changed("backoff") {
+		r.BackoffMs = q.backoff.Milliseconds()
+	}
+	if f.Changed("max-backoff") {
+		r.MaxBackoffMs = q.maxBackoff.Milliseconds()
+	}
+	u.Retry = &r
+	return u, nil
+}
+
+func queueListCommand(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the queues",
+		Example: "  usher queue ls\n  usher queue ls --json | jq '.queues[].name'",
+		Args:    cobra.NoArgs,
+		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			qs, err := c.Queues(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("listing queues: %w", err)
+			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"queues": qs})
+			}
+			return printQueues(cmd, o, qs...)
+		}),
+	}
+}
+
+func queueShowCommand(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:     "show NAME",
+		Short:   "Show a queue's settings",
+		Example: "  usher queue show scan",
+		Args:    cobra.ExactArgs(1),
+		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			q, err := c.Queue(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("reading queue %s: %w", args[0], err)
+			}
+			return printQueues(cmd, o, q)
+		}),
+	}
+}
+
+func queueRemoveCommand(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"delete"},
+		Short:   "Delete queues, cancelling their queued jobs",
+		Long: `rm deletes queues (admin). Their queued jobs are cancelled, with their
+dependants; a queue with running jobs is refused (flush it and wait, or
+cancel its running jobs first).`,
+		Example: "  usher queue rm scan",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			for _, name := range args {
+				if err := c.DeleteQueue(cmd.Context(), name); err != nil {
+					return fmt.Errorf("deleting queue %s: %w", name, err)
+				}
+			}
+			return printDeleted(cmd, o, "queue", args)
+		}),
+	}
+}
+
+func queueFlushCommand(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:     "flush NAME",
+		Short:   "Cancel every queued job of a queue",
+		Long:    "flush cancels a queue's queued jobs (admin); a queue with running jobs is refused.",
+		Example: "  usher queue flush scan",
+		Args:    cobra.ExactArgs(1),
+		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			n, err := c.FlushQueue(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("flushing queue %s: %w", args[0], err)
+			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), map[string]int{"cancelled": n})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancelled %d queued jobs of %s\n", n, args[0])
+			return nil
+		}),
+	}
+}
+
+// printQueues prints queues as a table, or one queue as JSON with --json.
+func printQueues(cmd *cobra.Command, o *clientOpts, qs ...client.Queue) error {
+	if o.json && len(qs) == 1 {
+		return printJSON(cmd.OutOrStdout(), qs[0])
+	}
+	t := newTable(cmd.OutOrStdout(), "NAME", "PRIORITY", "ORDER", "BATCH", "ACTIVE", "REQUIRES", "RETRY")
+	for _, q := range qs {
+		t.row(q.Name, q.Priority, q.Order, q.Batch, q.Active, list(q.Requires), retryText(q.Retry))
+	}
+	return t.flush()
+}
+
+// retryText shows a retry policy in one cell.
+func retryText(r *client.RetryPolicy) string {
+	if r == nil || r.MaxAttempts <= 1 {
+		return "once"
+	}
+	s := strconv.Itoa(r.MaxAttempts) + " attempts"
+	if r.BackoffMs > 0 {
+		s += ", backoff " + millis(r.BackoffMs)
+	}
+	if r.MaxBackoffMs > 0 {
+		s += " up to " + millis(r.MaxBackoffMs)
+	}
+	return s
+}
+
+func newLimitCommand() *cobra.Command {
+	o := &clientOpts{}
+	return group(o, "limit", "Set and list key limits",
+		`limit manages key limits (seed 004): a key such as net:10.1.2.0/24 limits how
+many running jobs hold it, across all queues. A pattern ending in * sets the
+limit of every key with that prefix; an exact key's own limit wins, then the
+longest pattern.`,
+		limitSetCommand(o), limitListCommand(o))
+}
+
+func limitSetCommand(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set PATTERN LIMIT",
+		Short: "Set the limit of a key or key pattern (0 removes it)",
+		Example: `  usher limit set 'net:*' 5
+  usher limit set net:10.1.2.0/24 1
+  usher limit set 'net:*' 0      # remove`,
+		Args: cobra.ExactArgs(2),
+		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 0 {
+				return fmt.Errorf("LIMIT %q is not a count of jobs (0 removes the limit)", args[1])
+			}
+			l, err := c.SetKeyLimit(cmd.Context(), args[0], n)
+			if err != nil {
+				return fmt.Errorf("setting limit %s: %w", args[0], err)
+			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), l)
+			}
+			return printLimits(cmd, l)
+		}),
+	}
+}
+
+func limitListCommand(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the key limits",
+		Example: "  usher limit ls",
+		Args:    cobra.NoArgs,
+		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			ls, err := c.KeyLimits(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("listing limits: %w", err)
+			}
+			if o.json {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"limits": ls})
+			}
+			return printLimits(cmd, ls...)
+		}),
+	}
+}
+
+func printLimits(cmd *cobra.Command, ls ...client.KeyLimit) error {
+	t := newTable(cmd.OutOrStdout(), "PATTERN", "LIMIT")
+	for _, l := range ls {
+		t.row(l.Pattern, l.Limit)
+	}
+	return t.flush()
+}

@@ -1,0 +1,38 @@
+package jobsapi_test
+
+import (
+	"testing"
+
+	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+)
+
+// Any body sent to the submitting endpoints gets 201 or a 4xx with an
+// error text, never a 5xx, and leaves the core's invariants whole.
+func FuzzSubmitBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{"jobs":[{"queue":"q"}]}`,
+		`{"jobs":[{"queue":"q","tier":"default","keys":["net:a"],"group":"g","mode":"read","priority":-5}]}`,
+		`{"jobs":[{"queue":"q","after":["1"]},{"queue":"q","retry":{"maxAttempts":3,"backoffMs":10}}]}`,
+		`{"jobs":[{"queue":"q","timeoutMs":-1}]}`,
+		`{"name":"w","jobs":[{"name":"a","queue":"q"},{"name":"b","queue":"q","after":["a"]}],"edges":[{"from":"b","to":"a"}]}`,
+		`{"jobs":[{"queue":"q","payload":"\u0000\ud800"}]}`,
+		`[`, `{}`, `null`, `{"jobs":null}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	s := jobsapitest.Start(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if status, out := call(t, s, s.AdminToken, "POST", "/v1/queues", map[string]any{"name": "q"}); status != 201 && status != 409 {
+			t.Fatalf("queue: %d %v", status, out)
+		}
+		for _, path := range []string{"/v1/jobs", "/v1/workflows"} {
+			status, out := call(t, s, s.AdminToken, "POST", path, body)
+			if status != 201 && (status < 400 || status >= 500 || out["error"] == "") {
+				t.Fatalf("POST %s %q = %d %v; want 201 or a 4xx with an error", path, body, status, out)
+			}
+		}
+		if err := s.Engine.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
