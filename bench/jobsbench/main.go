@@ -65,10 +65,10 @@ func main() {
 	usherConc := flag.String("usher-concurrency", "256,1024,4096", "usher worker concurrencies to try")
 	usherBatch := flag.Int("usher-batch", 1000, "usher: jobs per client.Enqueue call")
 	usherEnqueuers := flag.Int("usher-enqueuers", 2, "usher: concurrent client.Enqueue calls")
-	usherAgents := flag.Int("usher-agents", 1, "usher: client.Workers (agents) the concurrency is split over")
+	usherAgents := flag.Int("usher-agents", 1, "usher: client.Workers (agents) the concurrency is split over (the server takes at most 10,000 slots per agent)")
 	usherBin := flag.String("usher-bin", "", "usher: the binary to serve with (default: build ../../cmd/usher into the temp dir)")
 
-	asynqConc := flag.String("asynq-concurrency", "20,100,500", "asynq Config.Concurrency values to try")
+	asynqConc := flag.String("asynq-concurrency", "8,20,100", "asynq Config.Concurrency values to try")
 	asynqEnqueuers := flag.Int("asynq-enqueuers", 32, "asynq: concurrent Enqueue calls in the bulk enqueue")
 	asynqServers := flag.Int("asynq-servers", 4, "asynq: asynq.Servers the concurrency is split over (each dequeues serially)")
 	asynqCheck := flag.Duration("asynq-check-interval", time.Second, "asynq: Config.TaskCheckInterval (asynq's default: 1s)")

@@ -52,6 +52,7 @@ type hook struct {
 	target int64         // completions that close full
 	full   chan struct{} // closed at the target-th completion
 	starts chan time.Time
+	failed chan error // a worker's failure, if any (capacity 1)
 	done   atomic.Int64
 	first  atomic.Int64 // unix ns of the first completion, 0 before
 	last   atomic.Int64 // unix ns of the last completion
@@ -60,7 +61,7 @@ type hook struct {
 // newHook expects target completions; with pickups, each begin sends its
 // time on h.starts.
 func newHook(target int, pickups bool) *hook {
-	h := &hook{target: int64(target), full: make(chan struct{})}
+	h := &hook{target: int64(target), full: make(chan struct{}), failed: make(chan error, 1)}
 	if pickups {
 		h.starts = make(chan time.Time, 16)
 	}
@@ -74,6 +75,15 @@ func (h *hook) begin() {
 		case h.starts <- time.Now():
 		default:
 		}
+	}
+}
+
+// fail reports that the workers stopped working: the measurement fails
+// at once rather than at its timeout.
+func (h *hook) fail(err error) {
+	select {
+	case h.failed <- err:
+	default:
 	}
 }
 
@@ -105,6 +115,8 @@ func drained(ctx context.Context, s system, h *hook, timeout time.Duration) (tim
 	defer cancel()
 	select {
 	case <-h.full:
+	case err := <-h.failed:
+		return time.Time{}, fmt.Errorf("%d of %d jobs ran, then the workers failed: %w", h.done.Load(), h.target, err)
 	case <-ctx.Done():
 		return time.Time{}, fmt.Errorf("%d of %d jobs ran: %w", h.done.Load(), h.target, context.Cause(ctx))
 	}
@@ -248,6 +260,8 @@ func pickups(ctx context.Context, s system, h *hook, count int, gap, timeout tim
 		select {
 		case t := <-h.starts:
 			out = append(out, t.Sub(t0))
+		case err := <-h.failed:
+			return out, fmt.Errorf("the workers failed: %w", err)
 		case <-time.After(timeout):
 			return out, fmt.Errorf("job %d did not start within %s", i, timeout)
 		}

@@ -167,6 +167,7 @@ func (u *usherSystem) startWorkers(ctx context.Context, concurrency int, h *hook
 			defer u.runs.Done()
 			if err := w.Run(ctx); err != nil {
 				u.runErr <- err
+				h.fail(err)
 			}
 		}()
 	}
