@@ -62,7 +62,7 @@ func main() {
 	flag.DurationVar(&cfg.settle, "settle", time.Second, "idle time between starting workers and the end-to-end enqueue")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "the longest one measurement may take")
 
-	usherConc := flag.String("usher-concurrency", "256,1024,4096", "usher worker concurrencies to try")
+	usherConc := flag.String("usher-concurrency", "1024,4096,8192", "usher worker concurrencies to try")
 	usherBatch := flag.Int("usher-batch", 1000, "usher: jobs per client.Enqueue call")
 	usherEnqueuers := flag.Int("usher-enqueuers", 2, "usher: concurrent client.Enqueue calls")
 	usherAgents := flag.Int("usher-agents", 1, "usher: client.Workers (agents) the concurrency is split over (the server takes at most 10,000 slots per agent)")
