@@ -172,9 +172,17 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "\n## ratios (medians; throughput: above 1 is usher faster; latency: below 1 is usher faster)\n\n")
 		fmt.Fprintf(w, "| | bulk enqueue | processing | end to end | pickup median | pickup p90 |\n|---|---|---|---|---|---|\n")
 		for _, x := range r.Ratios {
-			fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", x.Of, x.Enqueue, x.Process, x.E2E, x.PickupMedian, x.PickupP90)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", x.Of, times(x.Enqueue), times(x.Process), times(x.E2E), times(x.PickupMedian), times(x.PickupP90))
 		}
 	}
+}
+
+// times formats a ratio: two decimals, two significant digits below 0.1.
+func times(v float64) string {
+	if v != 0 && v < 0.1 {
+		return fmt.Sprintf("%.2g", v)
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 // thousands formats a rate with thousands separators, no decimals.
