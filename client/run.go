@@ -26,7 +26,7 @@ type run struct {
 	jobs      sync.WaitGroup // running execute goroutines
 
 	mu      sync.Mutex
-	inUse   int // slots of jobs leased and not yet reported
+	held    map[JobRef]struct{} // jobs leased and not yet reported
 	running map[JobRef]*task
 }
 
@@ -91,7 +91,7 @@ func (r *run) fetch(ctx context.Context) error {
 		}
 		began := time.Now()
 		ans, err := r.w.Client.Lease(ctx, LeaseRequest{Agent: r.agent, Capabilities: r.w.Capabilities,
-			Queues: r.w.queues(), Slots: r.slots, Max: free, WaitMs: r.wait})
+			Queues: r.w.queues(), Holding: r.holding(), Slots: r.slots, Max: free, WaitMs: r.wait})
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -131,7 +131,19 @@ func (r *run) idleWait(ctx context.Context, jobs int, took time.Duration, idle i
 func (r *run) free() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.slots - r.inUse
+	return r.slots - len(r.held)
+}
+
+// holding lists the jobs leased and not yet reported, for the server to
+// hand back any it leased to this agent in an answer that got lost.
+func (r *run) holding() *[]JobRef {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]JobRef, 0, len(r.held))
+	for ref := range r.held {
+		out = append(out, ref)
+	}
+	return &out
 }
 
 func (r *run) count() int {
@@ -140,10 +152,12 @@ func (r *run) count() int {
 	return len(r.running)
 }
 
-// release frees the slots of n reported jobs.
-func (r *run) release(n int) {
+// release frees the slots of reported jobs.
+func (r *run) release(batch []Result) {
 	r.mu.Lock()
-	r.inUse -= n
+	for _, res := range batch {
+		delete(r.held, JobRef{ID: res.ID, Attempt: res.Attempt})
+	}
 	r.mu.Unlock()
 	select {
 	case r.freed <- struct{}{}:
@@ -154,7 +168,7 @@ func (r *run) release(n int) {
 // start takes a slot for a leased job and runs it.
 func (r *run) start(job LeasedJob) {
 	r.mu.Lock()
-	r.inUse++
+	r.held[JobRef{ID: job.ID, Attempt: job.Attempt}] = struct{}{}
 	r.mu.Unlock()
 	r.jobs.Add(1)
 	go r.execute(job)
@@ -331,7 +345,7 @@ func (r *run) completer(done chan<- struct{}) {
 // with backoff until it is acknowledged, refused, or the worker aborts,
 // then frees the batch's slots.
 func (r *run) report(batch []Result) {
-	defer r.release(len(batch))
+	defer r.release(batch)
 	for n := 0; ; n++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		acks, err := r.w.Client.Complete(ctx, r.agent, batch...)

@@ -204,9 +204,14 @@ type LeaseRequest struct {
 	Capabilities []string `json:"capabilities,omitempty"`
 	// Queues, when given, are the only queues the agent takes work from.
 	Queues []string `json:"queues,omitempty"`
-	Slots  int      `json:"slots"`
-	Max    int      `json:"max,omitempty"`
-	WaitMs int      `json:"waitMs,omitempty"`
+	// Holding, when not nil, lists every job the agent holds (leased and
+	// not yet reported): the server queues again any job it leased to the
+	// agent that is missing (the answer carrying it got lost). Worker
+	// sends it.
+	Holding *[]JobRef `json:"holding,omitempty"`
+	Slots   int       `json:"slots"`
+	Max     int       `json:"max,omitempty"`
+	WaitMs  int       `json:"waitMs,omitempty"`
 }
 
 // LeaseAnswer is the work handed to an agent and how long its lease lasts

@@ -129,7 +129,7 @@ func (w *Worker) newRun() (*run, error) {
 		return nil, errors.New("worker: no handlers")
 	}
 	r := &run{w: w, agent: w.Agent, slots: max(w.Concurrency, 1), wait: w.WaitMs,
-		grace: w.Grace, maxBackoff: w.MaxBackoff, log: w.Logger, running: map[JobRef]*task{}}
+		grace: w.Grace, maxBackoff: w.MaxBackoff, log: w.Logger, running: map[JobRef]*task{}, held: map[JobRef]struct{}{}}
 	if r.agent == "" {
 		host, _ := os.Hostname()
 		r.agent = host + "-" + strconv.Itoa(os.Getpid())

@@ -449,3 +449,21 @@ func TestWorkerTakesOnlyItsQueues(t *testing.T) {
 		t.Fatalf("the other queue's job = %+v, %v; want it still queued", j, err)
 	}
 }
+
+// A job the server leased to this agent in an answer the agent never got
+// (here: leased by hand under the worker's name and dropped) comes back
+// to the worker at its first lease, which lists what it holds.
+func TestWorkerRecoversJobOfALostAnswer(t *testing.T) {
+	_, c := setup(t, "q")
+	id := enqueue(t, c, client.JobSpec{Queue: "q"})[0]
+	if ans, err := c.Lease(t.Context(), client.LeaseRequest{Agent: "w-lost", Slots: 1}); err != nil || len(ans.Jobs) != 1 {
+		t.Fatalf("lease = %+v, %v", ans, err)
+	}
+	w := &client.Worker{Client: c, Agent: "w-lost", WaitMs: 1000, Default: func(context.Context, *client.LeasedJob) (string, error) {
+		return "ran", nil
+	}}
+	runWorker(t, w)
+	if j := waitJob(t, c, id, finished); j.State != "succeeded" || j.Output != "ran" || j.Attempt != 1 {
+		t.Fatalf("job = %+v; want it run by the worker at attempt 1", j)
+	}
+}

@@ -14,6 +14,7 @@ import (
 // agent is what the engine keeps of an agent beside the core's worker:
 // what it offers and what it must be told at its next renewal.
 type agent struct {
+	held     map[string]int // running jobs by id: their attempt
 	caps     []string
 	queues   []string
 	slots    int
@@ -88,6 +89,10 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 		return LeaseAnswer{}, err
 	}
 	e.poke() // a new lease may end before the clock loop's next deadline
+	if req.Holding != nil {
+		e.reconcileLocked(req.Agent, *req.Holding)
+		e.afterChangeLocked()
+	}
 	jobs := e.pullLocked(req.Agent, req.Max)
 	if len(jobs) > 0 || req.WaitMs == 0 || e.draining {
 		ans.Jobs = append(ans.Jobs, jobs...)
@@ -107,8 +112,8 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 	if got.jobs != nil {
 		ans.Jobs = got.jobs
 	}
-	if err := got.p.Wait(ctx); err != nil {
-		return LeaseAnswer{}, fmt.Errorf("%w: %v", ErrStore, err)
+	if err := waitError(got.p.Wait(ctx)); err != nil {
+		return LeaseAnswer{}, err
 	}
 	return ans, nil
 }
@@ -154,7 +159,7 @@ func (e *Engine) registerLocked(req LeaseRequest) error {
 		return invalid("", "%v", err)
 	}
 	if a == nil {
-		a = &agent{}
+		a = &agent{held: map[string]int{}}
 		e.agents[req.Agent] = a
 	}
 	a.caps, a.queues, a.slots = caps, queues, req.Slots
@@ -181,6 +186,7 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 	for i, a := range as {
 		j := e.live[a.JobID]
 		j.running, j.attempt, j.agent, j.retryAt = true, a.Attempt, agentID, time.Time{}
+		e.agents[agentID].held[a.JobID] = a.Attempt
 		timeout := a.Duration.Milliseconds()
 		if j.timeoutMs > 0 && j.timeoutMs < timeout {
 			timeout = j.timeoutMs
@@ -200,18 +206,42 @@ func (e *Engine) Unlease(jobs []LeasedJob) {
 	}
 	e.mu.Lock()
 	for _, lj := range jobs {
-		j := e.live[lj.ID]
-		if j == nil || !e.core.Release(lj.ID, lj.Attempt) {
-			continue
-		}
-		j.running, j.agent, j.attempt = false, "", lj.Attempt-1
-		e.emit(Op{Kind: OpRequeue, ID: j.n, At: e.cfg.Now()})
+		e.unleaseLocked(lj.ID, lj.Attempt)
 	}
 	e.afterChangeLocked()
 	p := e.flushLocked()
 	e.mu.Unlock()
 	if err := p.Wait(context.Background()); err != nil {
 		e.cfg.Logger.Error("jobs: writing unleased jobs", "err", err)
+	}
+}
+
+func (e *Engine) unleaseLocked(id string, attempt int) {
+	j := e.live[id]
+	if j == nil || !e.core.Release(id, attempt) {
+		return
+	}
+	e.dropHeld(j)
+	j.running, j.agent, j.attempt = false, "", attempt-1
+	e.emit(Op{Kind: OpRequeue, ID: j.n, At: e.cfg.Now()})
+}
+
+// reconcileLocked hands back the jobs the engine has running on an agent
+// that says it does not hold them: their lease answer never reached it.
+func (e *Engine) reconcileLocked(agentID string, holding []JobAttempt) {
+	a := e.agents[agentID]
+	if a == nil || len(a.held) == 0 {
+		return
+	}
+	has := make(map[JobAttempt]bool, len(holding))
+	for _, h := range holding {
+		has[h] = true
+	}
+	for id, attempt := range a.held {
+		if !has[JobAttempt{ID: id, Attempt: attempt}] {
+			e.cfg.Logger.Warn("jobs: an agent never got a job leased to it; queued again", "agent", agentID, "job", id)
+			e.unleaseLocked(id, attempt)
+		}
 	}
 }
 

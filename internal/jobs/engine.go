@@ -17,6 +17,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -206,10 +207,22 @@ func (e *Engine) flushLocked() Pending {
 func (e *Engine) commit(ctx context.Context) error {
 	p := e.flushLocked()
 	e.mu.Unlock()
-	if err := p.Wait(ctx); err != nil {
-		return fmt.Errorf("%w: %v", ErrStore, err)
+	return waitError(p.Wait(ctx))
+}
+
+// waitError is the error of waiting for changes to become durable: the
+// store's failure (ErrStore), or the caller's context ending first. The
+// latter keeps the context's error, so that the API can tell a client
+// that left (nothing to answer, nothing to log) from a store that failed;
+// the changes may still become durable then.
+func waitError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("jobs: stopped waiting for the store: %w", err)
 	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrStore, err)
 }
 
 // change runs f with the engine locked; when f succeeds it carries out
@@ -287,6 +300,7 @@ func (e *Engine) requeued(id string, at time.Time, r *Result) {
 	if j == nil {
 		return
 	}
+	e.dropHeld(j)
 	j.running, j.agent = false, ""
 	if at.After(e.cfg.Now()) {
 		j.retryAt = at
@@ -301,7 +315,15 @@ func (e *Engine) finished(id string, s State, at time.Time, r *Result) {
 		return
 	}
 	delete(e.live, id)
+	e.dropHeld(j)
 	e.emit(Op{Kind: OpFinish, ID: j.n, State: s, At: at, Result: r})
+}
+
+// dropHeld forgets that a job runs on its agent.
+func (e *Engine) dropHeld(j *liveJob) {
+	if a := e.agents[j.agent]; a != nil && j.running {
+		delete(a.held, j.id)
+	}
 }
 
 // jobID is the string form of a job number, the core's id.

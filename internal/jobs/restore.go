@@ -9,9 +9,11 @@ import (
 
 // restore rebuilds the core from the store: queues, limits, then every
 // unfinished job in id order with its unfinished dependencies, in one
-// atomic submission. A job that was running when the server stopped runs
-// again with the next attempt number, so that its agent's late report of
-// the interrupted attempt is ignored.
+// atomic submission. A job waiting out a retry's backoff goes on waiting.
+// A job that was running when the server stopped runs again with the next
+// attempt number, so that its agent's late report of the interrupted
+// attempt is ignored; a server crash does not cost the job an attempt of
+// its retry policy (the rerun comes on top).
 func (e *Engine) restore(ctx context.Context) error {
 	snap, err := e.store.Load(ctx)
 	if err != nil {
@@ -50,7 +52,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		r := &recs[i]
 		sp := r.Spec
 		cs := sched.JobSpec{ID: jobID(r.ID), Queue: sp.Queue, Priority: sp.Priority, Keys: sp.Keys,
-			Group: sp.Group, RunAfterFailure: sp.RunAfterFailure, Attempts: r.Attempt}
+			Group: sp.Group, RunAfterFailure: sp.RunAfterFailure, Attempts: r.Attempt, NotBefore: r.ReadyAt}
 		if err := e.checkBasics(&sp, &cs); err != nil {
 			return fmt.Errorf("jobs: restoring job %d: %w", r.ID, err)
 		}
@@ -61,7 +63,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		}
 		specs = append(specs, cs)
 		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
-			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow}
+			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, retryAt: r.ReadyAt}
 		if r.Running {
 			e.emit(Op{Kind: OpRequeue, ID: r.ID, At: e.cfg.Now(), Result: &Result{ID: cs.ID, Attempt: r.Attempt,
 				ExitCode: -1, Error: "the server stopped while the job ran"}})

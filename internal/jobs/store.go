@@ -55,7 +55,9 @@ type Record struct {
 	// Running is true when an attempt was running at the last write.
 	Running bool
 	// After lists the job's unfinished dependencies.
-	After     []int64
+	After []int64
+	// ReadyAt is when a job waiting out a retry's backoff may run again.
+	ReadyAt   time.Time
 	CreatedAt time.Time
 }
 

@@ -135,6 +135,10 @@ type LeaseRequest struct {
 	Slots  int      `json:"slots"`
 	Max    int      `json:"max"`
 	WaitMs int64    `json:"waitMs"`
+	// Holding, when given, lists every job the agent holds (leased and not
+	// yet reported); jobs the server leased to it that are missing never
+	// reached it and are queued again.
+	Holding *[]JobAttempt `json:"holding"`
 }
 
 // LeasedJob is a job handed to an agent.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +233,104 @@ func TestUnleasedJobsGoBackUncounted(t *testing.T) {
 	}
 	complete(t, s, "b", 0, again...)
 	checkIdle(t, s)
+}
+
+// An agent that lists the jobs it holds gets back, as new work, a job the
+// server leased to it whose answer it never received; jobs it does hold
+// stay its own.
+func TestLeaseHoldingHandsBackLostJobs(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "q"})
+	ids := enqueue(t, s, map[string]any{"queue": "q"}, map[string]any{"queue": "q"})
+	got := lease(t, s, "a", nil, 2, 2) // both answers "lost" but the first
+	kept := got[0]
+	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 2, "max": 1,
+		"holding": []any{map[string]any{"id": kept.ID, "attempt": kept.Attempt}}}, 200)
+	again := out["jobs"].([]any)
+	if len(again) != 1 || again[0].(map[string]any)["id"] != ids[1] || again[0].(map[string]any)["attempt"] != 1.0 {
+		t.Fatalf("lease with holding = %v; want job %s again at attempt 1", again, ids[1])
+	}
+	if st := jobState(t, s, kept.ID); st != "running" {
+		t.Fatalf("the held job is %s; want running", st)
+	}
+}
+
+// A job waiting out a retry's backoff still waits after a restart.
+func TestRetryBackoffSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usher.db")
+	s := jobsapitest.StartAt(t, path, jobsapitest.Options{})
+	queue(t, s, map[string]any{"name": "q", "retry": map[string]any{"maxAttempts": 2, "backoffMs": 3600000}})
+	id := enqueue(t, s, map[string]any{"queue": "q"})[0]
+	complete(t, s, "a", 1, lease(t, s, "a", nil, 1, 1)...)
+	copyPath := filepath.Join(t.TempDir(), "copy.db")
+	copyDB(t, path, copyPath)
+	r := jobsapitest.StartAt(t, copyPath, jobsapitest.Options{})
+	if st := jobState(t, r, id); st != "delayed" {
+		t.Fatalf("after a restart the job is %s; want delayed", st)
+	}
+	if got := lease(t, r, "b", nil, 1, 1); len(got) != 0 {
+		t.Fatalf("a job an hour from its retry was leased at once: %v", got)
+	}
+}
+
+// A queue with running jobs can be neither deleted nor flushed; once idle,
+// flushing cancels its queued jobs and deleting removes it.
+func TestDeleteAndFlushRefusedWhileRunning(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "q"})
+	ids := enqueue(t, s, map[string]any{"queue": "q"}, map[string]any{"queue": "q"}, map[string]any{"queue": "q"})
+	running := lease(t, s, "a", nil, 1, 1)
+	for _, c := range []struct{ method, path string }{{"DELETE", "/v1/queues/q"}, {"POST", "/v1/queues/q/flush"}} {
+		if status, out := call(t, s, s.AdminToken, c.method, c.path, nil); status != 409 || !strings.Contains(out["error"].(string), "running") {
+			t.Fatalf("%s %s with a running job = %d %v; want 409", c.method, c.path, status, out)
+		}
+	}
+	complete(t, s, "a", 0, running...)
+	if out := must(t, s, "POST", "/v1/queues/q/flush", nil, 200); out["cancelled"] != 2.0 {
+		t.Fatalf("flush = %v; want 2 cancelled", out)
+	}
+	must(t, s, "DELETE", "/v1/queues/q", nil, 204)
+	must(t, s, "GET", "/v1/queues/q", nil, 404)
+	if st := jobState(t, s, ids[2]); st != "cancelled" {
+		t.Fatalf("flushed job is %s", st)
+	}
+	checkIdle(t, s)
+}
+
+// Listing filters by queue and state and pages in id order.
+func TestListFiltersAndPages(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "a"})
+	queue(t, s, map[string]any{"name": "b"})
+	var inA []string
+	for i := range 5 {
+		inA = append(inA, enqueue(t, s, map[string]any{"queue": "a"})[0])
+		enqueue(t, s, map[string]any{"queue": "b", "payload": i})
+	}
+	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "x", "slots": 1, "queues": []string{"a"}}, 200)
+	first := out["jobs"].([]any)[0].(map[string]any)
+	complete(t, s, "x", 0, leasedJob{ID: first["id"].(string), Attempt: 1}) // a's first job succeeds
+	var seen []string
+	next := ""
+	for page := 0; page < 5; page++ {
+		out := must(t, s, "GET", "/v1/jobs?queue=a&limit=2&after="+next, nil, 200)
+		for _, j := range out["jobs"].([]any) {
+			seen = append(seen, j.(map[string]any)["id"].(string))
+		}
+		n, ok := out["next"].(string)
+		if !ok {
+			break
+		}
+		next = n
+	}
+	if !slices.Equal(seen, inA) {
+		t.Fatalf("paging queue a gave %v; want %v", seen, inA)
+	}
+	out = must(t, s, "GET", "/v1/jobs?state=succeeded", nil, 200)
+	if js := out["jobs"].([]any); len(js) != 1 || js[0].(map[string]any)["id"] != inA[0] {
+		t.Fatalf("state=succeeded gave %v; want job %s", js, inA[0])
+	}
+	if status, _ := call(t, s, s.AdminToken, "GET", "/v1/jobs?state=lost", nil); status != 400 {
+		t.Fatalf("unknown state filter = %d; want 400", status)
+	}
 }

@@ -247,8 +247,8 @@ func (s *Store) loadQueues(ctx context.Context, snap *jobs.Snapshot) error {
 }
 
 func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, state, spec, payload, coalesce(workflow, 0), attempt, created_at
-		FROM jobs WHERE state < 2 ORDER BY id`)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, state, spec, payload, coalesce(workflow, 0), attempt, created_at,
+		coalesce(ready_at, 0) FROM jobs WHERE state < 2 ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("jobstore: load jobs: %w", err)
 	}
@@ -258,8 +258,8 @@ func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
 		var r jobs.Record
 		var state int
 		var spec, payload []byte
-		var created int64
-		if err := rows.Scan(&r.ID, &state, &spec, &payload, &r.Workflow, &r.Attempt, &created); err != nil {
+		var created, readyAt int64
+		if err := rows.Scan(&r.ID, &state, &spec, &payload, &r.Workflow, &r.Attempt, &created, &readyAt); err != nil {
 			return fmt.Errorf("jobstore: load jobs: %w", err)
 		}
 		if err := json.Unmarshal(spec, &r.Spec); err != nil {
@@ -267,6 +267,9 @@ func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
 		}
 		r.Spec.Payload, r.Spec.After = payload, nil
 		r.Running, r.CreatedAt = state == stRunning, time.UnixMilli(created)
+		if readyAt > 0 && !r.Running {
+			r.ReadyAt = time.UnixMilli(readyAt)
+		}
 		index[r.ID] = len(snap.Jobs)
 		snap.Jobs = append(snap.Jobs, r)
 	}

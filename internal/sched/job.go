@@ -228,10 +228,25 @@ func (s *Scheduler) retryOrFail(j *job) (bool, time.Time) {
 		return true, s.now()
 	}
 	at := s.now().Add(wait)
+	s.delay(j, at)
+	return true, at
+}
+
+// delay makes j wait until at before it joins its queue.
+func (s *Scheduler) delay(j *job, at time.Time) {
 	j.state = stateDelayed
 	j.queue().delayed++
 	s.delayed.push(&s.jobs, uint64(at.UnixNano()), j)
-	return true, at
+}
+
+// readyOrDelay makes a new job ready, or delays it until notBefore when
+// that is still to come.
+func (s *Scheduler) readyOrDelay(j *job, notBefore time.Time) {
+	if !notBefore.IsZero() && notBefore.After(s.now()) {
+		s.delay(j, notBefore)
+		return
+	}
+	s.makeReady(j)
 }
 
 func backoff(p RetryPolicy, attempt int) time.Duration {

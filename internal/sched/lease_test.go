@@ -394,3 +394,25 @@ func TestReleasedAttemptDoesNotCount(t *testing.T) {
 		t.Fatalf("Started = %d; want 2 (the released attempt does not count)", c.Started)
 	}
 }
+
+// A job restored while it waited out a retry's backoff stays delayed
+// until NotBefore, then joins its queue; one whose time passed is ready.
+func TestRestoredJobWaitsUntilNotBefore(t *testing.T) {
+	h := leaseHarness(t, RetryPolicy{MaxAttempts: 3})
+	h.submit(JobSpec{ID: "later", Queue: "q", Attempts: 1, NotBefore: h.clk.Now().Add(5 * time.Second)},
+		JobSpec{ID: "past", Queue: "q", Attempts: 1, NotBefore: h.clk.Now().Add(-time.Second)})
+	if got := h.pull("agent", 1); !slices.Equal(got, []string{"past"}) {
+		t.Fatalf("pull = %v; want only the job whose backoff ended", got)
+	}
+	h.complete("past", Succeeded)
+	if st := h.state("later"); st != stateDelayed {
+		t.Fatalf("later is %v; want delayed", st)
+	}
+	if next, want := h.s.NextDeadline(), h.clk.Now().Add(5*time.Second); !next.Equal(want) {
+		t.Fatalf("NextDeadline = %v; want the delayed job's time %v", next, want)
+	}
+	leaseTick(h, 5*time.Second)
+	if got := h.pull("agent", 1); !slices.Equal(got, []string{"later"}) {
+		t.Fatalf("after its time pull = %v; want later", got)
+	}
+}

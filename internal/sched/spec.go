@@ -107,6 +107,10 @@ type JobSpec struct {
 	RunAfterFailure bool
 	// Retry overrides the queue's retry policy when non-nil.
 	Retry *RetryPolicy
+	// NotBefore, for a driver that rebuilds its state after a restart, is
+	// when a job waiting out a retry's backoff becomes ready: until then it
+	// is delayed. Ignored for a job with unfinished dependencies.
+	NotBefore time.Time
 	// Attempts is how many attempts the job already had, for a driver that
 	// rebuilds its state after a restart: the next one is Attempts+1, and
 	// they count toward the retry policy's MaxAttempts.

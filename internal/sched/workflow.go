@@ -37,7 +37,7 @@ func (s *Scheduler) Submit(spec JobSpec) error {
 	if b == nil {
 		b = s.bucketFor(q, keys, spec.Group, spec.Mode, tier, prio)
 	}
-	s.makeReady(s.newJobIn(&spec, b, h))
+	s.readyOrDelay(s.newJobIn(&spec, b, h), spec.NotBefore)
 	return nil
 }
 
@@ -80,9 +80,9 @@ func (s *Scheduler) SubmitWorkflow(specs []JobSpec, edges []Edge) error {
 			s.link(s.jobs.get(up), j)
 		}
 	}
-	for _, j := range jobs {
+	for i, j := range jobs {
 		if x := s.jobs.ext(j); x == nil || x.pending == 0 {
-			s.makeReady(j)
+			s.readyOrDelay(j, specs[i].NotBefore)
 		} else {
 			j.state = stateWaiting
 			j.queue().waiting++

@@ -1,0 +1,241 @@
+package crashtest
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagJobs   = flag.Int("crash.jobs", 10000, "jobs in the crash test")
+	flagKills  = flag.Int("crash.kills", 5, "SIGKILLs of the server during the crash test")
+	flagStalls = flag.Int("crash.stalls", 2, "times an agent freezes for longer than its lease")
+	flagAgents = flag.Int("crash.agents", 6, "agents in the crash test (half of them offer the db capability)")
+	flagSlots  = flag.Int("crash.slots", 4, "slots of each agent")
+	flagSeed   = flag.Uint64("crash.seed", 0, "seed of the workload, the kill moments and the stalls (0: random)")
+	flagRace   = flag.Bool("crash.serverrace", false, "build the server with the race detector (slower)")
+)
+
+const (
+	adminToken = "usher_crash-test-admin-token"
+	agentLease = 2 * time.Second
+)
+
+// TestCrashRecovery works off a workload of jobs while killing the server
+// with SIGKILL at random moments (and freezing agents past their lease),
+// then checks that nothing was lost or done twice as far as the server is
+// concerned, and that the executions it accepted kept the dependency
+// order, the key limits, the groups and the read/write rule.
+func TestCrashRecovery(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -args -crash.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+
+	r := newRun(ctx, t)
+	p := r.prepare(ctx, rng)
+	r.disrupt(ctx, rng, len(p.jobs))
+	r.waitFinished(ctx)
+	worked := time.Since(r.epoch)
+	execs := r.stopAgents()
+	jobs := r.listJobs(ctx, p)
+	r.checkStats(ctx)
+	if err := r.srv.stop(); err != nil {
+		t.Error(err)
+	}
+	lapses := r.checkLog()
+	rep := check(p, jobs, execs, r.agents)
+	for _, problem := range rep.problems {
+		t.Error(problem)
+	}
+	reopen(t, r.srv.data, p)
+	t.Logf("%d jobs in %s (build %s, whole test %s); %d kills, %d agent stalls, %d leases lapsed; %d executions: %s; "+
+		"retries seen (attempts beyond the first): %d; renewals answered 404: %d",
+		len(p.jobs), worked.Round(time.Millisecond), r.buildTime.Round(time.Millisecond), time.Since(r.began).Round(time.Millisecond),
+		r.kills, r.stalls, lapses, len(execs), rep.outcomes, rep.retries, r.lostLeases())
+}
+
+// newRun builds the binary and starts the server on a fresh data file.
+func newRun(ctx context.Context, t *testing.T) *run {
+	began := time.Now()
+	tmp := t.TempDir()
+	bin := buildUsher(t, tmp, *flagRace)
+	r := &run{t: t, hc: newHTTPClient(), began: began, buildTime: time.Since(began)}
+	r.srv = newServer(bin, filepath.Join(tmp, "usher.db"), adminToken, agentLease)
+	t.Cleanup(r.srv.close)
+	if err := r.srv.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.epoch = time.Now()
+	r.admin = r.client(adminToken)
+	return r
+}
+
+// run is the state of one crash test.
+type run struct {
+	t         *testing.T
+	srv       *server
+	hc        *http.Client
+	epoch     time.Time
+	admin     *client
+	agents    []*agent
+	agentsWG  sync.WaitGroup
+	agentCtx  context.Context // the agents run until it ends
+	stop      context.CancelFunc
+	progress  progress
+	began     time.Time
+	buildTime time.Duration
+	kills     int
+	stalls    int
+}
+
+func (r *run) client(token string) *client {
+	return &client{hc: r.hc, base: r.srv.URL, token: token}
+}
+
+// prepare creates the queues, limits and tokens, starts the agents (so
+// that some wait for work), and submits the workload.
+func (r *run) prepare(ctx context.Context, rng *rand.Rand) *plan {
+	t := r.t
+	p, err := newPlan(rng, *flagJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setUp(ctx, r.admin); err != nil {
+		t.Fatal(err)
+	}
+	agentSecret, err := newToken(ctx, r.admin, "crash agents", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientSecret, err := newToken(ctx, r.admin, "crash client", "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.startAgents(ctx, agentSecret)
+	if err := p.submit(ctx, r.client(clientSecret)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (r *run) startAgents(ctx context.Context, secret string) {
+	actx, stop := context.WithCancel(ctx)
+	r.agentCtx, r.stop = actx, stop
+	r.t.Cleanup(func() { stop(); r.agentsWG.Wait() }) // before the server's cleanup: agents leave
+	for i := range *flagAgents {
+		var caps []string
+		if i%2 == 0 {
+			caps = []string{"db"}
+		}
+		a := newAgent(fmt.Sprintf("agent-%d", i), caps, *flagSlots, r.client(secret), r.epoch, r.progress.add)
+		r.agents = append(r.agents, a)
+		r.agentsWG.Add(1)
+		go func() { defer r.agentsWG.Done(); a.run(actx, &r.agentsWG) }()
+	}
+}
+
+// progress counts the completions the server accepted.
+type progress struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (p *progress) add() {
+	p.mu.Lock()
+	p.n++
+	p.mu.Unlock()
+}
+
+func (p *progress) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// agentError is the first unexpected answer an agent got, if any.
+func (r *run) agentError() error {
+	for _, a := range r.agents {
+		if err := a.failed(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poll waits until cond holds, failing the test when an agent failed or
+// ctx ended first.
+func (r *run) poll(ctx context.Context, what string, every time.Duration, cond func() bool) {
+	r.t.Helper()
+	for !cond() {
+		if err := r.agentError(); err != nil {
+			r.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			r.t.Fatalf("waiting for %s: %v (%d completions accepted)\nserver log:\n%s", what, ctx.Err(), r.progress.count(), r.srv.log.tail(4000))
+		case <-time.After(every):
+		}
+	}
+}
+
+// disruption is a kill of the server or a stall of an agent, once the
+// agents' accepted completions reach at.
+type disruption struct {
+	at   int
+	kill bool
+}
+
+// disrupt kills the server at random moments spread over the run (kill i
+// at a random point of the i-th of equal slices of 5-90% of the jobs done,
+// after a further random delay of 0-30 ms), restarting it on the same file
+// each time; and freezes a random agent for two leases: the first time at
+// a random point of 10-80% of the jobs done (kills may come meanwhile),
+// the others between the last kill and 95% (so that the lease lapses on a
+// server that stays up).
+func (r *run) disrupt(ctx context.Context, rng *rand.Rand, jobs int) {
+	var plan []disruption
+	last := 0.0
+	for i := range *flagKills {
+		last = 0.05 + 0.85*(float64(i)+rng.Float64())/float64(*flagKills)
+		plan = append(plan, disruption{at: int(last * float64(jobs)), kill: true})
+	}
+	for i := range *flagStalls {
+		at := 0.1 + 0.7*rng.Float64()
+		if i > 0 {
+			at = last + (0.95-last)*rng.Float64()
+		}
+		plan = append(plan, disruption{at: int(at * float64(jobs))})
+	}
+	slices.SortFunc(plan, func(a, b disruption) int { return cmp.Compare(a.at, b.at) })
+	for _, d := range plan {
+		r.poll(ctx, fmt.Sprintf("%d completions", d.at), time.Millisecond, func() bool { return r.progress.count() >= d.at })
+		if !d.kill {
+			r.stalls++
+			a := r.agents[rng.IntN(len(r.agents))]
+			r.agentsWG.Add(1)
+			go func() { defer r.agentsWG.Done(); a.freeze(r.agentCtx, 2*agentLease) }()
+			continue
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(30 * time.Millisecond)))) // the test's input: when exactly the kill lands
+		r.kills++
+		if err := r.srv.kill(); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := r.srv.start(ctx); err != nil {
+			r.t.Fatalf("restart after kill %d: %v\nserver log:\n%s", r.kills, err, r.srv.log.tail(4000))
+		}
+	}
+}

@@ -1,0 +1,20 @@
+// Package crashtest holds the crash test of usher's generic jobs (issue 6
+// §2); it has no code of its own.
+//
+// The test builds the real binary, runs `usher serve` on a SQLite file,
+// submits queues, key limits, workflows and plain jobs over /v1, works
+// them off with agents that speak raw HTTP, and kills the server with
+// SIGKILL at random moments, restarting it on the same file each time.
+// At the end every job must have succeeded exactly once as far as the
+// server is concerned, and the executions the server accepted must have
+// kept the dependency order, the key limits, the groups and the
+// read/write rule (DESIGN.md §3.3, §5).
+//
+// Agents also freeze for longer than their lease now and then, so that
+// leases lapse and late reports are ignored.
+//
+// Flags (go test ./internal/jobs/crashtest -args -crash.jobs=2000 ...):
+// -crash.jobs (default 10000), -crash.kills (5), -crash.stalls (2),
+// -crash.agents (6), -crash.slots (4), -crash.seed (a failing run logs
+// its seed), -crash.serverrace (build the server with -race).
+package crashtest
