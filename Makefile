@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO ?= go
 BIN := bin/usher
 
-.PHONY: all deps build serve test vet lint unit bench fuzz clean web webcheck webtest
+.PHONY: all deps build serve test vet lint unit bench bench-jobs fuzz clean web webcheck webtest
 
 all: build
 
@@ -52,6 +52,16 @@ bench: deps
 	$(GO) test -run '^$$' -bench Overhead -benchtime 30x ./internal/sandbox/
 	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
+
+# usher's generic jobs side by side with hibiken/asynq (on a redis-server)
+# and riverqueue/river (on PostgreSQL), in bench/jobsbench's own module so
+# that the anchors stay out of usher's go.mod. It installs redis-server and
+# postgresql when missing (scripts/benchdeps.sh; make test needs neither).
+# Figures in docs/benchmarks.md; flags: make bench-jobs JOBSBENCH='-n 20000'.
+JOBSBENCH ?=
+bench-jobs: deps
+	@bash scripts/benchdeps.sh
+	cd bench/jobsbench && $(GO) vet . && $(GO) run . $(JOBSBENCH)
 
 # A short fuzzing pass over the scheduling core's event sequences.
 fuzz: deps

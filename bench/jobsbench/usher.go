@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/usherhq/usher/client"
+)
+
+// usherSystem is usher serve, built from this tree and run as its own
+// process on a loopback port with a temp data file, driven through the Go
+// client package over real HTTP.
+type usherSystem struct {
+	bin       string // the usher binary; "" builds one into the temp dir
+	batch     int    // jobs per client.Enqueue
+	enqueuers int    // concurrent client.Enqueue calls
+	agents    int    // client.Workers the concurrency is split over
+
+	dir    string
+	token  string
+	url    string
+	commit string
+	child  *child
+	c      *client.Client
+	stop   context.CancelFunc
+	runs   sync.WaitGroup
+	runErr chan error
+	round  int
+}
+
+const usherQueue = "bench"
+
+func newUsherSystem(bin string, batch, enqueuers, agents int) system {
+	return &usherSystem{bin: bin, batch: batch, enqueuers: enqueuers, agents: agents}
+}
+
+func (u *usherSystem) setup(ctx context.Context, dir string) error {
+	u.dir = dir
+	if u.bin == "" {
+		u.bin = filepath.Join(dir, "usher")
+		root, err := usherRoot()
+		if err != nil {
+			return err
+		}
+		build := exec.CommandContext(ctx, "go", "build", "-o", u.bin, "./cmd/usher")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building usher in %s: %w\n%s", root, err, out)
+		}
+		if out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output(); err == nil {
+			u.commit = strings.TrimSpace(string(out))
+		}
+	}
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	u.token = "jobsbench-" + hex.EncodeToString(b)
+	return u.start(ctx)
+}
+
+// usherRoot is the directory of the usher module this bench replaces
+// github.com/usherhq/usher with (../.. of the bench module).
+func usherRoot() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/usherhq/usher").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding usher's source (run from bench/jobsbench, or give -usher-bin): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// start runs usher serve on a fresh data file and creates the queue.
+func (u *usherSystem) start(ctx context.Context) error {
+	u.round++
+	data := filepath.Join(u.dir, fmt.Sprintf("usher-%d.db", u.round))
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	u.child, err = startChild("usher serve", filepath.Join(u.dir, fmt.Sprintf("usher-%d.log", u.round)), u.dir, nil, syscall.SIGTERM,
+		u.bin, "serve", "--listen", addr, "--data", data, "--backends", "0", "--admin-token", u.token,
+		"--log-level", "warn", "--shutdown-grace", "5s")
+	if err != nil {
+		return err
+	}
+	u.url = "http://" + addr
+	u.c = client.New(u.url, u.token)
+	// /readyz answers 503 with no Asymptote backend; /v1 is what counts.
+	err = waitUp(ctx, u.child, func(ctx context.Context) error {
+		_, err := u.c.Queues(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	_, err = u.c.CreateQueue(ctx, client.QueueSpec{Name: usherQueue})
+	return err
+}
+
+// reset starts a new server on a new data file: the anchors' stores are
+// emptied too (FLUSHALL, TRUNCATE), and usher keeps finished jobs.
+func (u *usherSystem) reset(ctx context.Context) error {
+	u.child.stop(syscall.SIGTERM)
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(filepath.Join(u.dir, fmt.Sprintf("usher-%d.db%s", u.round, suffix)))
+	}
+	return u.start(ctx)
+}
+
+func (u *usherSystem) specs(n int) []client.JobSpec {
+	s := make([]client.JobSpec, n)
+	for i := range s {
+		s[i] = client.JobSpec{Queue: usherQueue}
+	}
+	return s
+}
+
+// enqueue calls client.Enqueue (POST /v1/jobs) with batches of jobs.
+func (u *usherSystem) enqueue(ctx context.Context, n int) error {
+	return enqueueBatches(ctx, n, u.batch, u.enqueuers, func(ctx context.Context, size int) error {
+		ids, err := u.c.Enqueue(ctx, u.specs(size)...)
+		if err == nil && len(ids) != size {
+			err = fmt.Errorf("enqueue answered %d ids for %d jobs", len(ids), size)
+		}
+		return err
+	})
+}
+
+func (u *usherSystem) enqueueOne(ctx context.Context) error {
+	_, err := u.c.Enqueue(ctx, client.JobSpec{Queue: usherQueue})
+	return err
+}
+
+// startWorkers runs client.Workers (agents) sharing the concurrency.
+func (u *usherSystem) startWorkers(ctx context.Context, concurrency int, h *hook) error {
+	ctx, u.stop = context.WithCancel(ctx)
+	agents := max(1, min(u.agents, concurrency))
+	u.runErr = make(chan error, agents)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for i := range agents {
+		w := &client.Worker{
+			Client:      u.c,
+			Agent:       "jobsbench-" + strconv.Itoa(i),
+			Concurrency: concurrency / agents,
+			Handlers: map[string]client.Handler{usherQueue: func(context.Context, *client.LeasedJob) (string, error) {
+				h.begin()
+				h.end()
+				return "", nil
+			}},
+			Logger: logger,
+		}
+		if i < concurrency%agents {
+			w.Concurrency++
+		}
+		u.runs.Add(1)
+		go func() {
+			defer u.runs.Done()
+			if err := w.Run(ctx); err != nil {
+				u.runErr <- err
+				h.fail(err)
+			}
+		}()
+	}
+	return nil
+}
+
+func (u *usherSystem) stopWorkers(context.Context) error {
+	if u.stop == nil {
+		return nil
+	}
+	u.stop()
+	u.runs.Wait()
+	u.stop = nil
+	select {
+	case err := <-u.runErr:
+		return err
+	default:
+		return nil
+	}
+}
+
+// unfinished sums the queue's jobs that are not finished, from /v1/stats.
+func (u *usherSystem) unfinished(ctx context.Context) (int, error) {
+	st, err := u.c.Stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, q := range st.Queues {
+		if q.Name == usherQueue {
+			return q.Queued + q.Running + q.Waiting + q.Delayed, nil
+		}
+	}
+	return 0, errors.New("no stats for the bench queue")
+}
+
+func (u *usherSystem) describe() description {
+	v := "usher (this tree)"
+	if u.commit != "" {
+		v = "usher " + u.commit
+	}
+	return description{
+		Version:    v,
+		Server:     "usher serve --backends 0 (a separate process)",
+		Durability: "SQLite WAL, synchronous=NORMAL",
+		Tuning: fmt.Sprintf("bulk enqueue: client.Enqueue (POST /v1/jobs), batches of %d, %d at once; workers: client.Worker, %d agent(s)",
+			u.batch, u.enqueuers, u.agents),
+	}
+}
+
+func (u *usherSystem) close() {
+	_ = u.stopWorkers(context.Background())
+	if u.child != nil {
+		u.child.stop(syscall.SIGTERM)
+	}
+}
