@@ -60,3 +60,16 @@ func TestFirstStartWritesAnAdminToken(t *testing.T) {
 		t.Fatal("a second start replaced the admin token")
 	}
 }
+
+// A server of generic jobs only (no Asymptote backend) is ready once started.
+func TestJobsOnlyServerIsReady(t *testing.T) {
+	ts := startService(t, 0, nil)
+	resp, err := http.Get(ts.srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/readyz with --backends 0 = %d; want 200", resp.StatusCode)
+	}
+}

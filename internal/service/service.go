@@ -236,7 +236,9 @@ func (s *Service) Start() error {
 	for _, url := range s.cfg.RemoteBackends {
 		go watchRemote(s.ctx, s.d, url, s.cfg.Logger)
 	}
-	s.ready.Store(s.cfg.LocalBackends > 0 || len(s.cfg.RemoteBackends) > 0)
+	// Ready once started: with backends configured, or as a server of
+	// generic jobs only (--backends 0).
+	s.ready.Store(true)
 	return nil
 }
 
