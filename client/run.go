@@ -80,18 +80,19 @@ func (r *run) run(ctx context.Context) error {
 // fetch leases work for the free slots until ctx ends.
 func (r *run) fetch(ctx context.Context) error {
 	fails, idle := 0, 0
+	var listed time.Time // when the lease last listed the jobs held
 	for ctx.Err() == nil {
-		free := r.free()
+		free := r.gather(ctx)
 		if free == 0 {
-			select {
-			case <-r.freed:
-			case <-ctx.Done():
-			}
 			continue
 		}
+		req := LeaseRequest{Agent: r.agent, Capabilities: r.w.Capabilities, Queues: r.w.queues(),
+			Slots: r.slots, Max: free, WaitMs: r.wait}
+		if fails > 0 || time.Since(listed) > holdingEvery {
+			req.Holding, listed = r.holding(), time.Now()
+		}
 		began := time.Now()
-		ans, err := r.w.Client.Lease(ctx, LeaseRequest{Agent: r.agent, Capabilities: r.w.Capabilities,
-			Queues: r.w.queues(), Holding: r.holding(), Slots: r.slots, Max: free, WaitMs: r.wait})
+		ans, err := r.w.Client.Lease(ctx, req)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -99,6 +100,8 @@ func (r *run) fetch(ctx context.Context) error {
 			r.log.Error("worker: the server refused the lease", "err", err)
 			return fmt.Errorf("worker %s: lease: %w", r.agent, err)
 		case err != nil:
+			// The answer may be lost with jobs in it: the next lease lists
+			// the jobs held, so that the server hands those back.
 			d := backoff(fails, r.maxBackoff)
 			fails++
 			r.log.Warn("worker: lease failed; backing off", "err", err, "wait", d)
@@ -116,6 +119,38 @@ func (r *run) fetch(ctx context.Context) error {
 	}
 	return nil
 }
+
+// holdingEvery is how often a lease lists the jobs held even when no
+// lease failed: it also recovers answers lost without an error here.
+const holdingEvery = 10 * time.Second
+
+// gather returns the free slots once there are some. While jobs run and
+// only a few slots are free, it waits up to gatherWait for more to free,
+// so that a busy worker asks for work in batches rather than a job at a
+// time.
+func (r *run) gather(ctx context.Context) int {
+	timer := time.NewTimer(gatherWait)
+	defer timer.Stop()
+	for {
+		free := r.free()
+		if free > 0 && (free >= max(r.slots/8, 1) || free == r.slots) {
+			return free
+		}
+		select {
+		case <-r.freed:
+		case <-ctx.Done():
+			return 0
+		case <-timer.C:
+			if free > 0 {
+				return free
+			}
+			timer.Reset(gatherWait)
+		}
+	}
+}
+
+// gatherWait is how long a busy worker waits for more free slots.
+const gatherWait = 2 * time.Millisecond
 
 // idleWait backs off after an answer with no jobs that came back without
 // waiting (a polling worker, or a server that answers early), so that an
