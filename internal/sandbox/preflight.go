@@ -17,7 +17,7 @@ import (
 // The steps New checks, named in its errors.
 const (
 	stepFindBwrap  = "find bwrap"
-	stepFindTools  = "find asy, prlimit, stdbuf and sh"
+	stepFindTools  = "find asy, prlimit, stdbuf, sh and Xvfb"
 	stepWorkRoot   = "reach the work root"
 	stepNamespaces = "create namespaces"
 	stepRender     = "render test figures in the sandbox"
@@ -99,7 +99,7 @@ func (r *Runner) setWorkRoot(root string) error {
 	return nil
 }
 
-// findTools looks up bwrap, asy and prlimit.
+// findTools looks up bwrap, asy, prlimit, stdbuf, sh and Xvfb.
 func (r *Runner) findTools(bwrap string) error {
 	var err error
 	if r.tools.asy, err = lookUnderUsr("asy"); err != nil {
@@ -113,6 +113,9 @@ func (r *Runner) findTools(bwrap string) error {
 	}
 	if r.tools.sh, err = lookUnderUsr("sh"); err != nil {
 		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"dash\")", err))
+	}
+	if r.tools.xvfb, err = lookUnderUsr("Xvfb"); err != nil {
+		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"xvfb\", the virtual display for 3D)", err))
 	}
 	if r.insecure {
 		return nil
@@ -170,7 +173,8 @@ func searchable(fi os.FileInfo, uid, gid int) bool {
 }
 
 // selfTest runs an empty sandbox (namespaces, mounts, rlimits), then asy
-// with a LaTeX label to svg (latex, dvisvgm) and png (ghostscript). It
+// with a LaTeX label to svg (latex, dvisvgm) and a 3D figure with a LaTeX
+// label to png (Xvfb, OpenGL, latex, ghostscript). It
 // checks the machine, with the default limits: limits configured too small
 // for asy show as failing tasks, not here.
 func (r *Runner) selfTest() error {
@@ -188,10 +192,12 @@ func (r *Runner) selfTest() error {
 		return stepError(stepNamespaces, fmt.Errorf(
 			"bubblewrap (Debian package \"bubblewrap\") cannot create its namespaces or mounts: %w", err))
 	}
-	for _, format := range []string{FormatSVG, FormatPNG} {
-		if err := probe.renderTest(format); err != nil {
+	for _, tc := range []struct{ format, src string }{
+		{FormatSVG, testFigure}, {FormatPNG, testFigure3D},
+	} {
+		if err := probe.renderTest(tc.format, tc.src); err != nil {
 			return stepError(stepRender, fmt.Errorf(
-				"%s: %w (the Debian packages asymptote, texlive-latex-base, dvisvgm and ghostscript are needed)", format, err))
+				"%s: %w (the Debian packages asymptote, texlive-latex-base, dvisvgm, ghostscript and xvfb are needed)", tc.format, err))
 		}
 	}
 	selfTested.Store(key, true)
@@ -225,13 +231,16 @@ func (r *Runner) emptySandbox() error {
 // testFigure has a LaTeX label, so latex runs too.
 const testFigure = `size(2cm); draw(unitcircle); label("$x^2$", (0,0));`
 
-// renderTest renders testFigure through the Runner itself.
-func (r *Runner) renderTest(format string) error {
+// testFigure3D is rendered with OpenGL on the task's virtual display.
+const testFigure3D = `import three; size(2cm); draw(unitsphere, red); label("$x^2$", (0,0), align=N);`
+
+// renderTest renders src through the Runner itself.
+func (r *Runner) renderTest(format, src string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sink := &collectSink{}
 	run, err := r.Start(ctx, Task{
-		Files:  []File{{Name: "usher-selftest.asy", Data: []byte(testFigure), Main: true}},
+		Files:  []File{{Name: "usher-selftest.asy", Data: []byte(src), Main: true}},
 		Format: format,
 	}, sink)
 	if err != nil {

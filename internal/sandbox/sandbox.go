@@ -129,6 +129,7 @@ type Runner struct {
 	asRoot   bool // the server is root: bubblewrap is started as uid/gid
 	uid, gid int
 	rootfs   []string // bubblewrap arguments that build the read-only root
+	render3D render3D // how asy renders 3D; render3DOpenGL but in benchmarks
 
 	// beforeImage, when set, runs before each attempt to read the image
 	// file from the work directory (host path). Tests use it to plant

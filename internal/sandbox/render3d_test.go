@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"bytes"
+	"image"
+	"image/png"
+	"strings"
+	"testing"
+	"time"
+)
+
+// figures3D are small 3D figures of the kinds users write. The file name of
+// a figure must not shadow a module asy imports (a "graph.asy" would be
+// loaded by graph3 instead of asy's own graph module).
+var figures3D = []struct{ name, src string }{
+	{name: "surface", src: `import graph3;
+size(4cm);
+currentprojection=orthographic(4,2,3);
+real f(pair z) {return cos(2pi*z.x)*sin(2pi*z.y);}
+draw(surface(f,(-1/2,-1/2),(1/2,1/2),20,Spline),lightgreen);
+`},
+	{name: "solid", src: `import solids;
+size(4cm);
+currentprojection=orthographic(3,1,2);
+revolution r=cylinder(O,1,2,Z);
+draw(surface(r),orange);
+draw(r,black);
+`},
+	{name: "graph3 plot", src: `import graph3;
+size(4cm,0);
+currentprojection=perspective(5,4,2);
+path3 g=graph(new triple(real t) {return (cos(t),sin(t),t/(2pi));},0,6pi,operator ..);
+draw(g,red+1pt);
+axes3("$x$","$y$","$z$",Arrow3);
+`},
+	{name: "3D label with LaTeX", src: `import three;
+size(4cm);
+currentprojection=orthographic(2,3,2);
+draw(unitcube,blue+opacity(0.5));
+label("$\displaystyle\int_0^1 x^2\,dx=\frac13$",(0.5,0.5,1.3));
+`},
+	{name: "2D and 3D", src: `import three;
+picture pic3;
+size(pic3,3cm);
+draw(pic3,unitsphere,red);
+add(pic3.fit(),(0,0),W);
+size(6cm);
+draw(shift(2,0)*unitcircle,blue);
+label("$2$D",(2,0));
+`},
+}
+
+// Every 3D figure compiles in every format inside the sandbox, with the
+// default limits: a valid file of the format, a png with more than one
+// colour, and the 3D part rendered (a bitmap in svg and pdf, which is what
+// asy on a desktop produces too).
+func TestRender3D(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	for _, fig := range figures3D {
+		for _, format := range []string{FormatSVG, FormatPDF, FormatPNG} {
+			t.Run(fig.name+"/"+format, func(t *testing.T) {
+				t.Parallel()
+				task := mainTask(fig.src)
+				task.Format = format
+				o, s := runTask(t, r, task)
+				wantOutcome(t, o, true, "", s)
+				if s.imageCount() != 1 {
+					t.Fatalf("%d images", s.imageCount())
+				}
+				img := s.image(0)
+				if !HasMagic(format, img) {
+					t.Fatalf("not a %s file: %q", format, img[:min(len(img), 40)])
+				}
+				checkRendered(t, format, img)
+			})
+		}
+	}
+}
+
+// checkRendered checks that the 3D scene made it into the image: a png
+// that decodes and is not one flat colour; an svg or pdf with an embedded
+// bitmap (asy's OpenGL rendering).
+func checkRendered(t *testing.T, format string, img []byte) {
+	t.Helper()
+	switch format {
+	case FormatPNG:
+		if n := pngColours(t, img, 2); n < 2 {
+			t.Fatalf("png is blank: %d colour", n)
+		}
+	case FormatSVG:
+		if !bytes.Contains(img, []byte("<image")) {
+			t.Fatal("svg has no rendered bitmap")
+		}
+	case FormatPDF:
+		if !bytes.Contains(img, []byte("/Image")) {
+			t.Fatal("pdf has no rendered bitmap")
+		}
+	}
+}
+
+// pngColours decodes a png and counts its distinct colours, up to limit.
+func pngColours(t *testing.T, data []byte, limit int) int {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("png does not decode: %v", err)
+	}
+	seen := map[[4]uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			seen[colourAt(img, x, y)] = true
+			if len(seen) >= limit {
+				return len(seen)
+			}
+		}
+	}
+	return len(seen)
+}
+
+func colourAt(img image.Image, x, y int) [4]uint32 {
+	r, g, b, a := img.At(x, y).RGBA()
+	return [4]uint32{r, g, b, a}
+}
+
+// The blank check can fail: a png of one flat colour counts one.
+func TestPNGColoursSeesBlank(t *testing.T) {
+	t.Parallel()
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	if n := pngColours(t, buf.Bytes(), 2); n != 1 {
+		t.Fatalf("blank png: %d colours", n)
+	}
+}
+
+// Without a display (the state before 3D support), a 3D figure exits 0
+// without an image: that is "No image output", and freeglut's complaint is
+// in the output. The figure mixing 2D and 3D fails outright: latex misses
+// the rendered picture it should include.
+func TestRender3DWithoutDisplay(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	r.render3D = render3DNone
+	task := mainTask(figures3D[0].src)
+	task.Format = FormatPNG
+	o, s := runTask(t, r, task)
+	wantOutcome(t, o, false, "No image output", s)
+	if out := s.text(""); !strings.Contains(out, "failed to open display") {
+		t.Errorf("output %q", tail(out, 2000))
+	}
+	o, s = runTask(t, r, mainTask(figures3D[len(figures3D)-1].src))
+	wantOutcome(t, o, false, "Execution failed with code 1", s)
+}
+
+// A 3D figure is bound by the same limits as any task, with seed 001's
+// error texts: an endless loop of 3D frames, a canvas too large to render
+// (asy's renderer runs out of address space, says "out of memory" and asy
+// exits 0 without an image) and an image over Limits.Image.
+func TestHostile3D(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		limits  Limits
+		format  string
+		src     string
+		timeout time.Duration
+		want    string
+		out     string // the output contains it
+	}{
+		{name: "huge canvas", format: FormatPNG,
+			src:  `import three; size(100000cm); draw(unitsphere);`,
+			want: "No image output", out: "out of memory"},
+		{name: "huge resolution", format: FormatSVG,
+			src:  `import three; settings.render=64; size(40cm); draw(unitsphere);`,
+			want: "No image output", out: "out of memory"},
+		{name: "image over the limit", limits: Limits{Image: 2000}, format: FormatPNG,
+			src:  figures3D[0].src,
+			want: "Execution aborted due to the output limit (2000B)"},
+		{name: "endless animation", format: FormatPNG, timeout: 3 * time.Second,
+			src:  `import three; size(2cm); for(int i = 0;; ++i) { erase(); draw(rotate(i, Z)*unitcube, red); shipout("frame" + string(i)); }`,
+			want: "Execution aborted due to the time limit (3000ms)"},
+		{name: "spin after 3D", format: FormatSVG, timeout: 2 * time.Second,
+			src:  `import three; size(2cm); draw(unitsphere); shipout(); while(true) {}`,
+			want: "Execution aborted due to the time limit (2000ms)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRunner(t, tc.limits)
+			task := mainTask(tc.src)
+			task.Format, task.Timeout = tc.format, tc.timeout
+			o, s := runTask(t, r, task)
+			wantOutcome(t, o, false, tc.want, s)
+			if out := s.text(""); !strings.Contains(out, tc.out) {
+				t.Errorf("output lacks %q: %q", tc.out, tail(out, 2000))
+			}
+			if s.imageCount() != 0 {
+				t.Errorf("sent %d images", s.imageCount())
+			}
+			checkNextTask(t, r)
+		})
+	}
+}
