@@ -125,7 +125,7 @@ func (r *Runner) asyArgs(t Task, token string) []string {
 //
 // In the sandbox: bwrap → prlimit (sets the rlimits, execs) → sh, the
 // sandbox's PID 1 (--as-pid-1), which starts the task's virtual display
-// (display.go), waits for asy and exits with its status → stdbuf -oL
+// if it may render 3D (display.go), waits for asy and exits with its status → stdbuf -oL
 // (execs) → asy. sh rather than bubblewrap's own init as PID 1:
 // bubblewrap's outer process exits as soon as its init reports asy's exit,
 // without reaping the init, which is then left to the host's PID 1 to
@@ -145,7 +145,7 @@ func (r *Runner) command(dir *workDir, t Task, token string) *exec.Cmd {
 	asy := append([]string{r.tools.stdbuf, "-oL"}, r.asyArgs(t, token)...)
 	if r.insecure {
 		argv := r.limits.prlimitArgs(r.tools.prlimit, false)
-		argv = append(argv, r.wrapCommand(filepath.Join(dir.path, homeName), asy)...)
+		argv = append(argv, r.wrapCommand(filepath.Join(dir.path, homeName), t, asy)...)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir.path
 		cmd.Env = sandboxEnv(filepath.Join(dir.path, homeName))
@@ -153,7 +153,7 @@ func (r *Runner) command(dir *workDir, t Task, token string) *exec.Cmd {
 		return cmd
 	}
 	argv := r.limits.prlimitArgs(r.tools.prlimit, true)
-	argv = append(argv, r.wrapCommand("/tmp", asy)...)
+	argv = append(argv, r.wrapCommand("/tmp", t, asy)...)
 	return r.bwrapCommand(dir.path, argv)
 }
 

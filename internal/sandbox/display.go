@@ -47,22 +47,24 @@ const (
 )
 
 // displayScript is run by sh as the sandbox's PID 1 (or, in insecure mode,
-// as asy's parent): sh -c displayScript sh <Xvfb> <scratch dir> <command…>.
+// as asy's parent): sh -c displayScript sh <Xvfb> <scratch dir> <stop>
+// <command…>.
 //
 // It starts Xvfb, which picks a free display number and writes it to
 // -displayfd once it accepts connections: the read on the FIFO is the
 // synchronisation, and it ends early (empty) if Xvfb dies before that. Then
-// it runs the command with DISPLAY set and exits with its status; Xvfb gets
-// SIGTERM and is waited for, so that it removes its socket and lock file
-// (which matters only in insecure mode: in the sandbox the kernel kills
-// whatever is left when PID 1 exits).
+// it runs the command with DISPLAY set and exits with its status. In the
+// sandbox the kernel kills Xvfb when PID 1 exits; in insecure mode (stop
+// is "stop") Xvfb gets SIGTERM and is waited for, so that it removes its
+// socket and lock file from the host's /tmp.
 //
-// Environment of the command only: DISPLAY; LP_NUM_THREADS (see
-// llvmpipeThreads); MESA_SHADER_CACHE_DISABLE, since a per-task HOME makes
-// Mesa's shader cache cold every time and writing it would only cost time
-// and Disk.
-var displayScript = `x=$1 d=$2
-shift 2
+// Environment of the command only: DISPLAY, LP_NUM_THREADS (see
+// llvmpipeThreads) and MESA_SHADER_CACHE_DIR: Mesa would look for its
+// shader cache in the passwd entry's home directory, and the sandbox has
+// no /etc/passwd, so it must be told; it uses $HOME/.cache/mesa_shader_cache,
+// which starts as a copy of New's (shadercache.go).
+var displayScript = `x=$1 d=$2 stop=$3
+shift 3
 mkfifo -m 600 "$d/.x-ready" || exit ` + strconv.Itoa(displayExitCode) + `
 "$x" -displayfd 9 -nolisten tcp -nolisten local -noreset -screen 0 ` + displayScreen + ` \
 	9>"$d/.x-ready" </dev/null >/dev/null 2>"$d/.x-log" &
@@ -75,22 +77,26 @@ case $n in
 	cat "$d/.x-log" >&2
 	exit ` + strconv.Itoa(displayExitCode) + `;;
 esac
-DISPLAY=:$n LP_NUM_THREADS=` + strconv.Itoa(llvmpipeThreads) + ` MESA_SHADER_CACHE_DISABLE=true "$@"
+DISPLAY=:$n LP_NUM_THREADS=` + strconv.Itoa(llvmpipeThreads) + ` MESA_SHADER_CACHE_DIR="$HOME/.cache" "$@"
 rc=$?
-kill -TERM $xpid 2>/dev/null && wait $xpid
+if [ "$stop" = stop ]; then kill -TERM $xpid && wait $xpid; fi
 exit $rc
 `
 
-// wrapCommand is argv (stdbuf and asy) wrapped for the Runner's 3D mode,
-// as PID 1's command line: sh and displayScript with an Xvfb for OpenGL,
-// else sh running argv and exiting with its status. scratch is where the
-// script keeps Xvfb's FIFO and log: /tmp in the sandbox, the task's HOME in
-// insecure mode.
-func (r *Runner) wrapCommand(scratch string, argv []string) []string {
-	if r.render3D != render3DOpenGL {
+// wrapCommand is argv (stdbuf and asy) wrapped as PID 1's command line:
+// sh and displayScript with an Xvfb when t may render 3D with OpenGL
+// (detect3d.go), else sh running argv and exiting with its status.
+// scratch is where the script keeps Xvfb's FIFO and log: /tmp in the
+// sandbox, the task's HOME in insecure mode.
+func (r *Runner) wrapCommand(scratch string, t Task, argv []string) []string {
+	if r.render3D != render3DOpenGL || !r.rule3D.needsDisplay(t) {
 		return append([]string{r.tools.sh, "-c", `"$@"; exit $?`, "sh"}, argv...)
 	}
-	return append([]string{r.tools.sh, "-c", displayScript, "sh", r.tools.xvfb, scratch}, argv...)
+	stop := "keep"
+	if r.insecure {
+		stop = "stop"
+	}
+	return append([]string{r.tools.sh, "-c", displayScript, "sh", r.tools.xvfb, scratch, stop}, argv...)
 }
 
 // renderArgs are asy's extra options for the Runner's 3D mode.

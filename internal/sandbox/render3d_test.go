@@ -78,6 +78,20 @@ func TestRender3D(t *testing.T) {
 	}
 }
 
+// A main file that draws 3D only through a module among the task's files
+// gets its display too.
+func TestRender3DThroughTaskModule(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	task := Task{Format: FormatPNG, Files: []File{
+		{Name: "main.asy", Data: []byte("import ball;\n"), Main: true},
+		{Name: "ball.asy", Data: []byte("import three; size(3cm); draw(unitsphere, red);\n")},
+	}}
+	o, s := runTask(t, r, task)
+	wantOutcome(t, o, true, "", s)
+	checkRendered(t, FormatPNG, s.image(0))
+}
+
 // checkRendered checks that the 3D scene made it into the image: a png
 // that decodes and is not one flat colour; an svg or pdf with an embedded
 // bitmap (asy's OpenGL rendering).
@@ -202,5 +216,42 @@ func TestHostile3D(t *testing.T) {
 			}
 			checkNextTask(t, r)
 		})
+	}
+}
+
+// Every task starts with its own copy of New's shader cache: a 3D figure
+// whose shaders the template lacks adds entries to its copy only; the next
+// task starts from the template again, and the template is untouched.
+// (asy itself cannot write below its directory: "Write to other
+// directories disabled"; only Mesa inside asy writes the cache.)
+func TestShaderCacheIsPrivate(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	template := len(r.shaderCache)
+	if template == 0 {
+		t.Fatal("New left no shader cache template")
+	}
+	var seen [][]File
+	r.afterRun = func(workDir string) {
+		files, err := readShaderCache(workDir)
+		if err != nil {
+			t.Error(err)
+		}
+		seen = append(seen, files)
+	}
+	for _, src := range []string{figures3D[3].src, figure} {
+		task := mainTask(src)
+		task.Format = FormatPNG
+		o, s := runTask(t, r, task)
+		wantOutcome(t, o, true, "", s)
+	}
+	if len(seen[0]) <= template {
+		t.Fatalf("the 3D task added nothing to its cache (%d files): the check below proves nothing", len(seen[0]))
+	}
+	if len(seen[1]) != template {
+		t.Fatalf("the next task's cache has %d files, the template %d", len(seen[1]), template)
+	}
+	if len(r.shaderCache) != template {
+		t.Fatal("the template changed")
 	}
 }

@@ -185,6 +185,9 @@ func (run *Run) supervise() {
 		run.in.stop()
 	}
 	run.outcome = run.settle(reason)
+	if run.r.afterRun != nil {
+		run.r.afterRun(run.dir.path)
+	}
 	if err := run.dir.remove(); err != nil {
 		run.r.log.Error("sandbox: work directory left behind", "dir", run.dir.path, "err", err)
 	}

@@ -130,6 +130,14 @@ type Runner struct {
 	uid, gid int
 	rootfs   []string // bubblewrap arguments that build the read-only root
 	render3D render3D // how asy renders 3D; render3DOpenGL but in benchmarks
+	rule3D   rule3D   // which tasks get a virtual display; the zero value: all
+
+	// shaderCache is the template of Mesa's shader cache copied into each
+	// task's HOME (shadercache.go); shared by Runners, never modified.
+	shaderCache []File
+	// afterRun, when set, sees the host work directory after the run,
+	// just before it is removed. New's self-test takes the shader cache.
+	afterRun func(workDir string)
 
 	// beforeImage, when set, runs before each attempt to read the image
 	// file from the work directory (host path). Tests use it to plant

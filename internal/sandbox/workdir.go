@@ -43,7 +43,8 @@ func (r *Runner) newWorkDir(files []File) (*workDir, error) {
 	return d, nil
 }
 
-// fill writes the files and HOME, all owned by the sandbox uid.
+// fill writes the files and HOME with its copy of the shader cache
+// (shadercache.go), all owned by the sandbox uid.
 func (r *Runner) fill(d *workDir, files []File) error {
 	if err := r.own(d.fd); err != nil {
 		return err
@@ -61,7 +62,7 @@ func (r *Runner) fill(d *workDir, files []File) error {
 			return fmt.Errorf("chown %s: %w", homeName, err)
 		}
 	}
-	return nil
+	return r.writeShaderCache(d)
 }
 
 // writeFile creates one task file; the name was checked by CheckFileName.
