@@ -107,7 +107,7 @@ func checkRendered(t *testing.T, format string, img []byte) {
 			t.Fatal("svg has no rendered bitmap")
 		}
 	case FormatPDF:
-		if !bytes.Contains(img, []byte("/Image")) {
+		if !bytes.Contains(img, []byte("/Subtype/Image")) {
 			t.Fatal("pdf has no rendered bitmap")
 		}
 	}
@@ -219,9 +219,10 @@ func TestHostile3D(t *testing.T) {
 	}
 }
 
-// Every task starts with its own copy of New's shader cache: a 3D figure
-// whose shaders the template lacks adds entries to its copy only; the next
-// task starts from the template again, and the template is untouched.
+// Every task with a display starts with its own copy of New's shader
+// cache: a 3D figure whose shaders the template lacks adds entries to its
+// copy only; the next task (which loads three but draws nothing, so Mesa
+// leaves its copy alone) has the template's files, no more.
 // (asy itself cannot write below its directory: "Write to other
 // directories disabled"; only Mesa inside asy writes the cache.)
 func TestShaderCacheIsPrivate(t *testing.T) {
@@ -239,11 +240,11 @@ func TestShaderCacheIsPrivate(t *testing.T) {
 		}
 		seen = append(seen, files)
 	}
-	for _, src := range []string{figures3D[3].src, figure} {
+	for i, src := range []string{figures3D[3].src, "import three; write(\"nothing drawn\");"} {
 		task := mainTask(src)
 		task.Format = FormatPNG
 		o, s := runTask(t, r, task)
-		wantOutcome(t, o, true, "", s)
+		wantOutcome(t, o, i == 0, []string{"", "No image output"}[i], s)
 	}
 	if len(seen[0]) <= template {
 		t.Fatalf("the 3D task added nothing to its cache (%d files): the check below proves nothing", len(seen[0]))
@@ -254,4 +255,65 @@ func TestShaderCacheIsPrivate(t *testing.T) {
 	if len(r.shaderCache) != template {
 		t.Fatal("the template changed")
 	}
+}
+
+// Settings a file may set, as asy documents them: settings.render=0 gives
+// vector 3D (shadings, no bitmap; dvisvgm turns shadings into small
+// bitmaps, so the check uses pdf), settings.render=n renders n pixels per
+// bp. The
+// service refuses the others with a clear message: settings.outformat
+// cannot change the task's format ("No image output" and a line saying
+// why), and settings.prc needs LaTeX's media9 package, which the service
+// does not install (PRC shows in Adobe Reader only).
+func TestSettingsInFile(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	const sphere = "import three; size(3cm); draw(unitsphere, red);\n"
+	run := func(t *testing.T, format, src string) (Outcome, *recSink) {
+		task := mainTask(src)
+		task.Format = format
+		return runTask(t, r, task)
+	}
+	t.Run("render=0", func(t *testing.T) {
+		t.Parallel()
+		o, s := run(t, FormatPDF, "settings.render=0;\n"+sphere)
+		wantOutcome(t, o, true, "", s)
+		if pdf := s.image(0); bytes.Contains(pdf, []byte("/Subtype/Image")) || !bytes.Contains(pdf, []byte("/ShadingType")) {
+			t.Fatal("settings.render=0 did not give vector 3D (PostScript shadings, no bitmap)")
+		}
+	})
+	t.Run("render=4", func(t *testing.T) {
+		t.Parallel()
+		_, plain := run(t, FormatPNG, sphere)
+		o, s := run(t, FormatPNG, "settings.render=4;\n"+sphere)
+		wantOutcome(t, o, true, "", s)
+		if w, w4 := pngWidth(t, plain.image(0)), pngWidth(t, s.image(0)); w4 < 3*w {
+			t.Fatalf("render=4 gives %d pixels, the default %d", w4, w)
+		}
+	})
+	t.Run("outformat", func(t *testing.T) {
+		t.Parallel()
+		o, s := run(t, FormatPNG, `settings.outformat="pdf";`+"\n"+sphere)
+		wantOutcome(t, o, false, "No image output", s)
+		if out := s.text(""); !strings.Contains(out, "usher: asy wrote out.pdf, not out.png") {
+			t.Fatalf("no explanation: %q", tail(out, 2000))
+		}
+	})
+	t.Run("prc", func(t *testing.T) {
+		t.Parallel()
+		o, s := run(t, FormatPDF, "settings.prc=true;\n"+sphere)
+		wantOutcome(t, o, false, "Execution failed with code 1", s)
+		if out := s.text(""); !strings.Contains(out, "File `media9.sty' not found") {
+			t.Fatalf("output %q", tail(out, 2000))
+		}
+	})
+}
+
+func pngWidth(t *testing.T, data []byte) int {
+	t.Helper()
+	cfg, err := png.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("png does not decode: %v", err)
+	}
+	return cfg.Width
 }
