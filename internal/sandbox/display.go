@@ -89,7 +89,7 @@ exit $rc
 // scratch is where the script keeps Xvfb's FIFO and log: /tmp in the
 // sandbox, the task's HOME in insecure mode.
 func (r *Runner) wrapCommand(scratch string, t Task, argv []string) []string {
-	if r.render3D != render3DOpenGL || !r.rule3D.needsDisplay(t) {
+	if !r.display(t) {
 		return append([]string{r.tools.sh, "-c", `"$@"; exit $?`, "sh"}, argv...)
 	}
 	stop := "keep"
@@ -97,6 +97,11 @@ func (r *Runner) wrapCommand(scratch string, t Task, argv []string) []string {
 		stop = "stop"
 	}
 	return append([]string{r.tools.sh, "-c", displayScript, "sh", r.tools.xvfb, scratch, stop}, argv...)
+}
+
+// display reports whether t gets a virtual display.
+func (r *Runner) display(t Task) bool {
+	return r.render3D == render3DOpenGL && r.rule3D.needsDisplay(t)
 }
 
 // renderArgs are asy's extra options for the Runner's 3D mode.

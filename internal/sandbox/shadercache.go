@@ -77,7 +77,8 @@ func readShaderCache(workDir string) ([]File, error) {
 }
 
 // writeShaderCache writes the Runner's shader cache template into the HOME
-// of the fresh work directory d, owned by the sandbox uid like the rest.
+// of the fresh work directory d of a task with a display, owned by the
+// sandbox uid like the rest.
 // The job has not started, so the paths hold nothing but what this
 // function creates.
 func (r *Runner) writeShaderCache(d *workDir) error {

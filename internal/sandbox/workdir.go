@@ -43,8 +43,7 @@ func (r *Runner) newWorkDir(files []File) (*workDir, error) {
 	return d, nil
 }
 
-// fill writes the files and HOME with its copy of the shader cache
-// (shadercache.go), all owned by the sandbox uid.
+// fill writes the files and HOME, all owned by the sandbox uid.
 func (r *Runner) fill(d *workDir, files []File) error {
 	if err := r.own(d.fd); err != nil {
 		return err
@@ -62,7 +61,7 @@ func (r *Runner) fill(d *workDir, files []File) error {
 			return fmt.Errorf("chown %s: %w", homeName, err)
 		}
 	}
-	return r.writeShaderCache(d)
+	return nil
 }
 
 // writeFile creates one task file; the name was checked by CheckFileName.
