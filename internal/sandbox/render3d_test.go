@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"image"
 	"image/png"
 	"strings"
@@ -316,4 +317,28 @@ func pngWidth(t *testing.T, data []byte) int {
 		t.Fatalf("png does not decode: %v", err)
 	}
 	return cfg.Width
+}
+
+// An interactive session draws 3D too: each 3D drawing command sends a
+// rendered png (asy runs with -noV, so it never waits on a window).
+func TestInteractive3D(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	task := interactiveTask()
+	task.Format = FormatPNG
+	run, s := start(t, context.Background(), r, task)
+	input(t, run, "import three; size(3cm);\n")
+	input(t, run, "draw(unitsphere, red);\n")
+	s.waitFor(t, "image 1", func() bool { return s.imageCount() == 1 })
+	input(t, run, "draw(shift(2,0,0)*unitcube, blue);\n")
+	s.waitFor(t, "image 2", func() bool { return s.imageCount() == 2 })
+	for i := range 2 {
+		checkRendered(t, FormatPNG, s.image(i))
+	}
+	if err := run.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	o := run.Wait()
+	assertGone(t, run)
+	wantOutcome(t, o, true, "", s)
 }
