@@ -112,6 +112,11 @@ func (r *Runner) asyArgs(t Task, token string) []string {
 	args := []string{r.tools.asy, "-noV", "-safe", "-noglobalread",
 		"-o", outputName, "-f", t.Format}
 	args = append(args, r.renderArgs()...)
+	if t.Format == FormatHTML {
+		// asygl, the WebGL viewer, inlined from /usr/share/asymptote
+		// rather than loaded from the internet when the page is viewed.
+		args = append(args, "-offline")
+	}
 	if t.Verbosity > 0 {
 		args = append(args, "-"+strings.Repeat("v", t.Verbosity))
 	}

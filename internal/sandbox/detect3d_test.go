@@ -77,7 +77,8 @@ func TestNeedsDisplay(t *testing.T) {
 	}
 }
 
-// A 2D task's PID 1 starts no Xvfb; a 3D task's does.
+// A 2D task's PID 1 starts no Xvfb; a 3D task's does, unless it asks for
+// html or v3d, which asy writes without rendering.
 func TestDisplayOnlyFor3D(t *testing.T) {
 	t.Parallel()
 	r := &Runner{tools: tools{sh: "/bin/sh", xvfb: "/usr/bin/Xvfb"}}
@@ -85,10 +86,18 @@ func TestDisplayOnlyFor3D(t *testing.T) {
 	if r.rule3D, err = newRule3D("/usr/bin/asy"); err != nil {
 		t.Fatal(err)
 	}
-	for src, want := range map[string]bool{figure: false, figures3D[0].src: true} {
-		argv := r.wrapCommand("/tmp", mainTask(src), []string{"asy"})
-		if got := slices.Contains(argv, "/usr/bin/Xvfb"); got != want {
-			t.Errorf("%q: Xvfb started %v, want %v (%q)", src, got, want, argv)
+	for _, tc := range []struct {
+		src, format string
+		want        bool
+	}{
+		{figure, FormatPNG, false}, {figures3D[0].src, FormatPNG, true}, {figures3D[0].src, FormatEPS, true},
+		{figures3D[0].src, FormatHTML, false}, {figures3D[0].src, FormatV3D, false},
+	} {
+		task := mainTask(tc.src)
+		task.Format = tc.format
+		argv := r.wrapCommand("/tmp", task, []string{"asy"})
+		if got := slices.Contains(argv, "/usr/bin/Xvfb"); got != tc.want {
+			t.Errorf("%s %q: Xvfb started %v, want %v (%q)", tc.format, tc.src, got, tc.want, argv)
 		}
 	}
 }

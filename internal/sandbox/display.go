@@ -99,8 +99,13 @@ func (r *Runner) wrapCommand(scratch string, t Task, argv []string) []string {
 	return append([]string{r.tools.sh, "-c", displayScript, "sh", r.tools.xvfb, scratch, stop}, argv...)
 }
 
-// display reports whether t gets a virtual display.
+// display reports whether t gets a virtual display. html and v3d never
+// need one: asy writes the 3D scene's primitives for WebGL and renders
+// nothing itself.
 func (r *Runner) display(t Task) bool {
+	if t.Format == FormatHTML || t.Format == FormatV3D {
+		return false
+	}
 	return r.render3D == render3DOpenGL && r.rule3D.needsDisplay(t)
 }
 

@@ -300,7 +300,9 @@ func (r *Runner) renderTest(format, src string) error {
 }
 
 // HasMagic reports whether image starts as a file of format should: svg
-// with "<?xml" or "<svg", pdf with "%PDF", png with its 8-byte signature.
+// with "<?xml" or "<svg", pdf with "%PDF", png with its 8-byte signature,
+// html with "<!DOCTYPE html", eps with "%!PS-Adobe", v3d (gzip-compressed
+// XDR) with gzip's two bytes.
 func HasMagic(format string, image []byte) bool {
 	switch format {
 	case FormatSVG:
@@ -309,6 +311,12 @@ func HasMagic(format string, image []byte) bool {
 		return bytes.HasPrefix(image, []byte("%PDF"))
 	case FormatPNG:
 		return bytes.HasPrefix(image, []byte("\x89PNG\r\n\x1a\n"))
+	case FormatHTML:
+		return bytes.HasPrefix(image, []byte("<!DOCTYPE html"))
+	case FormatEPS:
+		return bytes.HasPrefix(image, []byte("%!PS-Adobe"))
+	case FormatV3D:
+		return bytes.HasPrefix(image, []byte("\x1f\x8b"))
 	}
 	return false
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"image"
 	"image/png"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -341,4 +342,52 @@ func TestInteractive3D(t *testing.T) {
 	o := run.Wait()
 	assertGone(t, run)
 	wantOutcome(t, o, true, "", s)
+}
+
+// The 3D formats beyond seed 001: html is asy's WebGL page with its viewer
+// inlined (nothing loaded from the internet when it is viewed), eps the
+// rendering in PostScript, v3d asy's own 3D format. A 2D figure in html is
+// an svg in a page. A picture mixing 2D and 3D cannot be html: asy 2.85
+// fails on it (the rendered picture latex should include does not exist).
+func TestRender3DOtherFormats(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	for _, tc := range []struct {
+		name, format, src string
+		want              []string // the file contains each
+	}{
+		{"surface", FormatHTML, figures3D[0].src, []string{"AsyGL", "<canvas"}},
+		{"graph3 plot", FormatHTML, figures3D[2].src, []string{"AsyGL"}},
+		{"3D label with LaTeX", FormatHTML, figures3D[3].src, []string{"AsyGL"}},
+		{"2D", FormatHTML, figure, []string{"<svg"}},
+		{"solid", FormatEPS, figures3D[1].src, []string{"%%BoundingBox"}},
+		{"solid", FormatV3D, figures3D[1].src, nil},
+	} {
+		t.Run(tc.name+"/"+tc.format, func(t *testing.T) {
+			t.Parallel()
+			task := mainTask(tc.src)
+			task.Format = tc.format
+			o, s := runTask(t, r, task)
+			wantOutcome(t, o, true, "", s)
+			img := s.image(0)
+			if !HasMagic(tc.format, img) {
+				t.Fatalf("not a %s file: %q", tc.format, img[:min(len(img), 40)])
+			}
+			for _, w := range tc.want {
+				if !bytes.Contains(img, []byte(w)) {
+					t.Errorf("no %q in the %s file", w, tc.format)
+				}
+			}
+			if tc.format == FormatHTML && regexp.MustCompile(`<script[^>]+src=|<link[^>]+href=`).Match(img) {
+				t.Error("the page loads something from elsewhere")
+			}
+		})
+	}
+	t.Run("2D and 3D/html", func(t *testing.T) {
+		t.Parallel()
+		task := mainTask(figures3D[4].src)
+		task.Format = FormatHTML
+		o, s := runTask(t, r, task)
+		wantOutcome(t, o, false, "Execution failed with code 1", s)
+	})
 }

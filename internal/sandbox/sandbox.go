@@ -22,12 +22,20 @@ import (
 	"time"
 )
 
-// Formats asy can be asked for, as seed 001 names them.
+// Formats asy can be asked for: seed 001's svg, pdf and png, and for 3D
+// (issue 9) html (asy's WebGL page, self-contained), eps and v3d (asy's
+// own 3D format, for download).
 const (
-	FormatSVG = "svg"
-	FormatPDF = "pdf"
-	FormatPNG = "png"
+	FormatSVG  = "svg"
+	FormatPDF  = "pdf"
+	FormatPNG  = "png"
+	FormatHTML = "html"
+	FormatEPS  = "eps"
+	FormatV3D  = "v3d"
 )
+
+// Formats lists every format a Task may name.
+var Formats = []string{FormatSVG, FormatPDF, FormatPNG, FormatHTML, FormatEPS, FormatV3D}
 
 // Streams an Output call names.
 const (
