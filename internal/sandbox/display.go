@@ -9,8 +9,9 @@ import "strconv"
 // display") and asy exits 0 without an image. Debian's asy 2.85 is built
 // without OSMesa, so there is no offscreen rendering.
 //
-// So every task gets its own virtual display: an Xvfb started inside the
-// task's sandbox, before asy, by the sandbox's PID 1 (displayScript). Its
+// So every task that may render 3D (detect3d.go) gets its own virtual
+// display: an Xvfb started inside the task's sandbox, before asy, by the
+// sandbox's PID 1 (displayScript). Its
 // only socket is /tmp/.X11-unix/X<n> in the task's private /tmp (no TCP, no
 // abstract socket; the sandbox has its own network namespace anyway), so no
 // other task can reach it, and it dies with the task like every process of
@@ -22,7 +23,8 @@ import "strconv"
 type render3D int
 
 const (
-	// render3DOpenGL starts an Xvfb per task (the default).
+	// render3DOpenGL starts an Xvfb for each task that may render 3D
+	// (the default).
 	render3DOpenGL render3D = iota
 	// render3DVector passes -render=0: no display, 3D as vector graphics.
 	// Only the benchmarks use it, to compare.
