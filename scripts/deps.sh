@@ -15,6 +15,11 @@ packages=(
   bubblewrap
   dvisvgm
   ghostscript
+  # 3D: a virtual display per task for asy's OpenGL rendering (Mesa's
+  # software renderer comes with asymptote's libgl1), and repstopdf, which
+  # asy calls for a png that mixes 2D and rendered 3D.
+  xvfb
+  texlive-font-utils
   # The web front end's browser tests drive Debian's chromium.
   chromium
 )

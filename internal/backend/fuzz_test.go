@@ -2,6 +2,7 @@ package backend
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/usherhq/usher/internal/sandbox"
@@ -13,7 +14,7 @@ import (
 // timeout that is not negative); none panics, before or after run.
 func FuzzOptions(f *testing.F) {
 	for _, s := range []string{`{}`, `{"timeout":3000,"format":"png","stderr":"separate","verbosity":3,"interactive":true}`,
-		`{"timeout":-1}`, `{"format":"eps"}`, `{"verbosity":1e3}`, `{"timeout":9223372036854775807}`, `[]`, `{"timeout":null}`} {
+		`{"timeout":-1}`, `{"format":"eps"}`, `{"format":"gif"}`, `{"verbosity":1e3}`, `{"timeout":9223372036854775807}`, `[]`, `{"timeout":null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -30,9 +31,7 @@ func FuzzOptions(f *testing.F) {
 		}
 		o := defaultOptions()
 		if err := applyOptions(&o, b); err == nil {
-			switch o.Format {
-			case sandbox.FormatSVG, sandbox.FormatPDF, sandbox.FormatPNG:
-			default:
+			if !slices.Contains(sandbox.Formats, o.Format) {
 				t.Fatalf("accepted format %q", o.Format)
 			}
 			if o.Verbosity < 0 || o.Verbosity > 3 || o.Timeout < 0 {

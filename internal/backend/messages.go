@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/coder/websocket"
@@ -39,7 +40,7 @@ const (
 	ErrNoFilename          = `add field "filename" is required`
 	ErrInputBefore         = "input before run"
 	ErrInputNotInteractive = "input without interactive mode"
-	ErrBadFormat           = `option "format" must be "svg", "pdf" or "png"`
+	ErrBadFormat           = `option "format" must be "svg", "pdf", "png", "html", "eps" or "v3d"`
 	ErrBadStderr           = `option "stderr" must be "separate" or "stdout"`
 	ErrBadVerbosity        = `option "verbosity" must be 0, 1, 2 or 3`
 	ErrBadTimeout          = `option "timeout" must be a positive number of milliseconds`
@@ -139,9 +140,7 @@ func defaultOptions() sandbox.Task { return sandbox.Task{Format: sandbox.FormatS
 // the protocols; each checks it itself.
 func (b OptionsBody) Check() error {
 	if b.Format != nil {
-		switch *b.Format {
-		case sandbox.FormatSVG, sandbox.FormatPDF, sandbox.FormatPNG:
-		default:
+		if !slices.Contains(sandbox.Formats, *b.Format) {
 			return errors.New(ErrBadFormat)
 		}
 	}

@@ -27,6 +27,8 @@ func TestFormats(t *testing.T) {
 		{sandbox.FormatSVG, []byte("<?xml")},
 		{sandbox.FormatPDF, []byte("%PDF-")},
 		{sandbox.FormatPNG, []byte("\x89PNG\r\n\x1a\n")},
+		{sandbox.FormatHTML, []byte("<!DOCTYPE html")},
+		{sandbox.FormatEPS, []byte("%!PS-Adobe")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {
@@ -51,6 +53,31 @@ func TestFormats(t *testing.T) {
 			if !bytes.HasPrefix(results[0].payload, tt.magic) {
 				t.Fatalf("%s image starts %q, want %q", tt.format, results[0].payload[:min(8, len(results[0].payload))], tt.magic)
 			}
+		})
+	}
+}
+
+// A 3D figure through the backend in every format that can hold one: the
+// result is a file of that format (the sandbox's tests check what is in it).
+func TestFormats3D(t *testing.T) {
+	tb := newTestBackend(t)
+	for _, format := range sandbox.Formats {
+		t.Run(format, func(t *testing.T) {
+			c := tb.dial(t)
+			c.add("sphere.asy", true, "import three; size(2cm); draw(unitsphere, red);\n")
+			c.send(VerbOptions, map[string]any{"format": format})
+			c.send(VerbRun, nil)
+			msgs, _ := c.transcript()
+			if done := last(t, msgs); !done.Success {
+				t.Fatalf("%+v after %v", done, msgs)
+			}
+			var rb ResultBody
+			for _, m := range msgs {
+				if m.verb == VerbResult && json.Unmarshal(m.body, &rb) == nil && rb.Format == format && sandbox.HasMagic(format, m.payload) {
+					return
+				}
+			}
+			t.Fatalf("no %s result in %v", format, msgs)
 		})
 	}
 }
@@ -152,7 +179,7 @@ func badCases() []badCase {
 		{name: "interactive as string", send: text(`options {"interactive":"yes"}`), err: `option "interactive" must be a boolean`},
 		{name: "format as number", send: text(`options {"format":1}`), err: `option "format" must be a string`},
 		{name: "verbosity null", send: text(`options {"verbosity":null}`), err: `option "verbosity" must be an integer`},
-		{name: "format eps", send: text(`options {"format":"eps"}`), err: ErrBadFormat},
+		{name: "format gif", send: text(`options {"format":"gif"}`), err: ErrBadFormat},
 		{name: "format in capitals", send: text(`options {"format":"SVG"}`), err: ErrBadFormat},
 		{name: "stderr both", send: text(`options {"stderr":"both"}`), err: ErrBadStderr},
 		{name: "verbosity 4", send: text(`options {"verbosity":4}`), err: ErrBadVerbosity},

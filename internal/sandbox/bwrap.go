@@ -32,7 +32,7 @@ const (
 // tools are the programs a run needs, as absolute host paths. All but
 // bwrap live under /usr, which is mounted at the same place inside.
 type tools struct {
-	bwrap, asy, prlimit, sh, stdbuf string
+	bwrap, asy, prlimit, sh, stdbuf, xvfb string
 }
 
 // rootLinks are the top-level names that merged-/usr systems make links
@@ -111,6 +111,12 @@ func (r *Runner) bwrapArgs(workDir string, argv []string) []string {
 func (r *Runner) asyArgs(t Task, token string) []string {
 	args := []string{r.tools.asy, "-noV", "-safe", "-noglobalread",
 		"-o", outputName, "-f", t.Format}
+	args = append(args, r.renderArgs()...)
+	if t.Format == FormatHTML {
+		// asygl, the WebGL viewer, inlined from /usr/share/asymptote
+		// rather than loaded from the internet when the page is viewed.
+		args = append(args, "-offline")
+	}
 	if t.Verbosity > 0 {
 		args = append(args, "-"+strings.Repeat("v", t.Verbosity))
 	}
@@ -123,27 +129,28 @@ func (r *Runner) asyArgs(t Task, token string) []string {
 // command builds the process of one run.
 //
 // In the sandbox: bwrap → prlimit (sets the rlimits, execs) → sh, the
-// sandbox's PID 1 (--as-pid-1), which waits for asy and exits with its
-// status → stdbuf -oL (execs) → asy. sh rather than bubblewrap's own init
-// as PID 1: bubblewrap's outer process exits as soon as its init reports
-// asy's exit, without reaping the init, which is then left to the host's
-// PID 1 to reap; with --as-pid-1 the outer bwrap reaps PID 1 itself, so
-// when bwrap has exited the whole tree is gone and reaped. A shell rather
-// than asy itself as PID 1: PID 1 ignores signals it has no handler for,
-// which would change how asy dies of SIGABRT, SIGXCPU or SIGXFSZ.
+// sandbox's PID 1 (--as-pid-1), which starts the task's virtual display
+// if it may render 3D (display.go), waits for asy and exits with its status → stdbuf -oL
+// (execs) → asy. sh rather than bubblewrap's own init as PID 1:
+// bubblewrap's outer process exits as soon as its init reports asy's exit,
+// without reaping the init, which is then left to the host's PID 1 to
+// reap; with --as-pid-1 the outer bwrap reaps PID 1 itself, so when bwrap
+// has exited the whole tree is gone and reaped. A shell rather than asy
+// itself as PID 1: PID 1 ignores signals it has no handler for, which
+// would change how asy dies of SIGABRT, SIGXCPU or SIGXFSZ.
 //
 // stdbuf -oL makes asy's stdout line-buffered (it is a pipe, and asy would
 // hold back up to 4 KiB): a web user sees each write() as it happens, and
 // sees it even when the time limit kills asy. stdbuf adds LD_PRELOAD and
 // _STDBUF_O to asy's environment for that.
 //
-// In insecure mode: prlimit → stdbuf → asy in the work directory, leading
-// its own process group.
+// In insecure mode: prlimit → sh (with the display) → stdbuf → asy in the
+// work directory, leading its own process group.
 func (r *Runner) command(dir *workDir, t Task, token string) *exec.Cmd {
-	stdbuf := []string{r.tools.stdbuf, "-oL"}
+	asy := append([]string{r.tools.stdbuf, "-oL"}, r.asyArgs(t, token)...)
 	if r.insecure {
 		argv := r.limits.prlimitArgs(r.tools.prlimit, false)
-		argv = append(append(argv, stdbuf...), r.asyArgs(t, token)...)
+		argv = append(argv, r.wrapCommand(filepath.Join(dir.path, homeName), t, asy)...)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir.path
 		cmd.Env = sandboxEnv(filepath.Join(dir.path, homeName))
@@ -151,8 +158,7 @@ func (r *Runner) command(dir *workDir, t Task, token string) *exec.Cmd {
 		return cmd
 	}
 	argv := r.limits.prlimitArgs(r.tools.prlimit, true)
-	argv = append(argv, r.tools.sh, "-c", `"$@"; exit $?`, "sh")
-	argv = append(append(argv, stdbuf...), r.asyArgs(t, token)...)
+	argv = append(argv, r.wrapCommand("/tmp", t, asy)...)
 	return r.bwrapCommand(dir.path, argv)
 }
 

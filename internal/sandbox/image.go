@@ -47,6 +47,24 @@ func (im *images) changed(last stamp) bool {
 	return stampOf(&st) != last
 }
 
+// imageExtensions are the formats asy can be made to write (by
+// settings.outformat or shipout's format) besides the task's.
+var imageExtensions = []string{"eps", "ps", "pdf", "svg", "png", "jpg", "gif", "tiff", "html", "v3d", "prc", "mp4", "webm"}
+
+// otherImage is the name of a regular file out.<extension> in the work
+// directory other than the image asy was asked for, or "".
+func (im *images) otherImage() string {
+	for _, ext := range imageExtensions {
+		name := outputName + "." + ext
+		var st unix.Stat_t
+		if name != im.name && unix.Fstatat(im.dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+			st.Mode&unix.S_IFMT == unix.S_IFREG {
+			return name
+		}
+	}
+	return ""
+}
+
 // read returns the image's bytes and stamp. The file is opened relative to
 // the work directory's fd with O_NOFOLLOW (a symlink the job left is
 // refused, never followed) and O_NONBLOCK (a FIFO cannot block the open or

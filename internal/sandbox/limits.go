@@ -16,13 +16,15 @@ const (
 //
 //	Limit            Default  Why
 //	AddressSpace     1 GiB    a small figure needs about 128 MiB of address space (asy's
-//	                          garbage-collected heap, latex, gs); 1 GiB leaves room for big
-//	                          graphs and 3D, and stops a memory bomb early
+//	                          garbage-collected heap, latex, gs), asy's 3D renderer (Mesa's
+//	                          llvmpipe) about 700 MiB; 1 GiB leaves room for big graphs and
+//	                          stops a memory bomb early
 //	CPUTime          60 s     per process (asy, latex, gs each); a backstop equal to
 //	                          MaxTimeout, the wall clock normally ends a run first
 //	FileSize         32 MiB   largest file asy, latex, dvisvgm or gs may write: twice the image cap
 //	Processes        32       per sandbox (its own user namespace); asy with latex and
-//	                          dvisvgm or gs needs 5, threads included
+//	                          dvisvgm or gs needs 5, threads included; a 3D task 10-12
+//	                          (Xvfb, asy's renderer and llvmpipe's threads)
 //	OpenFiles        256      asy keeps a handful open
 //	Disk             128 MiB  all files of the work directory together, and /tmp's size
 //	Output           1 MiB    stdout and stderr together

@@ -67,9 +67,9 @@ func (l Limits) validate(t Task) (Task, error) {
 	switch t.Format {
 	case "":
 		t.Format = FormatSVG
-	case FormatSVG, FormatPDF, FormatPNG:
+	case FormatSVG, FormatPDF, FormatPNG, FormatHTML, FormatEPS, FormatV3D:
 	default:
-		return t, invalid("format %q is not svg, pdf or png", t.Format)
+		return t, invalid("format %q is not svg, pdf, png, html, eps or v3d", t.Format)
 	}
 	if t.Verbosity < 0 || t.Verbosity > 3 {
 		return t, invalid("verbosity %d is not 0, 1, 2 or 3", t.Verbosity)

@@ -17,15 +17,16 @@ import (
 // The steps New checks, named in its errors.
 const (
 	stepFindBwrap  = "find bwrap"
-	stepFindTools  = "find asy, prlimit, stdbuf and sh"
+	stepFindTools  = "find asy, prlimit, stdbuf, sh and Xvfb"
 	stepWorkRoot   = "reach the work root"
 	stepNamespaces = "create namespaces"
 	stepRender     = "render test figures in the sandbox"
 )
 
 // selfTested remembers configurations whose sandbox already rendered the
-// test figures in this process, so that many Runners cost one check;
-// selfTestMu makes concurrent News wait for one check.
+// test figures in this process, so that many Runners cost one check, with
+// the shader cache template the 3D figure left ([]File); selfTestMu makes
+// concurrent News wait for one check.
 var (
 	selfTested sync.Map
 	selfTestMu sync.Mutex
@@ -61,6 +62,7 @@ func New(cfg Config) (*Runner, error) {
 	if err := r.findTools(cfg.BwrapPath); err != nil {
 		return nil, err
 	}
+	r.setRule3D()
 	if r.insecure {
 		r.log.Warn("sandbox: INSECURE mode: asy runs without bubblewrap, as the server's user, with host files and network in reach")
 		return r, nil
@@ -73,6 +75,16 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// setRule3D finds which tasks need a virtual display. If asy's modules
+// cannot be read, every task gets one: slower, never wrong.
+func (r *Runner) setRule3D() {
+	rule, err := newRule3D(r.tools.asy)
+	if err != nil {
+		r.log.Warn("sandbox: every task gets a virtual display: cannot tell which modules render 3D", "err", err)
+	}
+	r.rule3D = rule
 }
 
 // stepError names the failing step of New.
@@ -99,7 +111,7 @@ func (r *Runner) setWorkRoot(root string) error {
 	return nil
 }
 
-// findTools looks up bwrap, asy and prlimit.
+// findTools looks up bwrap, asy, prlimit, stdbuf, sh and Xvfb.
 func (r *Runner) findTools(bwrap string) error {
 	var err error
 	if r.tools.asy, err = lookUnderUsr("asy"); err != nil {
@@ -113,6 +125,9 @@ func (r *Runner) findTools(bwrap string) error {
 	}
 	if r.tools.sh, err = lookUnderUsr("sh"); err != nil {
 		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"dash\")", err))
+	}
+	if r.tools.xvfb, err = lookUnderUsr("Xvfb"); err != nil {
+		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"xvfb\", the virtual display for 3D)", err))
 	}
 	if r.insecure {
 		return nil
@@ -170,14 +185,17 @@ func searchable(fi os.FileInfo, uid, gid int) bool {
 }
 
 // selfTest runs an empty sandbox (namespaces, mounts, rlimits), then asy
-// with a LaTeX label to svg (latex, dvisvgm) and png (ghostscript). It
-// checks the machine, with the default limits: limits configured too small
-// for asy show as failing tasks, not here.
+// with a LaTeX label to svg (latex, dvisvgm) and a 3D figure with a LaTeX
+// label to png (Xvfb, OpenGL, latex, ghostscript), whose shader cache
+// becomes r's template (shadercache.go). It checks the machine, with the
+// default limits: limits configured too small for asy show as failing
+// tasks, not here.
 func (r *Runner) selfTest() error {
 	key := fmt.Sprint(r.tools, r.uid, r.gid, r.asRoot)
 	selfTestMu.Lock()
 	defer selfTestMu.Unlock()
-	if _, ok := selfTested.Load(key); ok {
+	if cache, ok := selfTested.Load(key); ok {
+		r.shaderCache = cache.([]File)
 		return nil
 	}
 	probe := &Runner{
@@ -188,14 +206,33 @@ func (r *Runner) selfTest() error {
 		return stepError(stepNamespaces, fmt.Errorf(
 			"bubblewrap (Debian package \"bubblewrap\") cannot create its namespaces or mounts: %w", err))
 	}
-	for _, format := range []string{FormatSVG, FormatPNG} {
-		if err := probe.renderTest(format); err != nil {
-			return stepError(stepRender, fmt.Errorf(
-				"%s: %w (the Debian packages asymptote, texlive-latex-base, dvisvgm and ghostscript are needed)", format, err))
-		}
+	cache, err := probe.renderTests()
+	if err != nil {
+		return stepError(stepRender, fmt.Errorf(
+			"%w (the Debian packages asymptote, texlive-latex-base, dvisvgm, ghostscript and xvfb are needed)", err))
 	}
-	selfTested.Store(key, true)
+	selfTested.Store(key, cache)
+	r.shaderCache = cache
 	return nil
+}
+
+// renderTests renders the test figures and returns the shader cache that
+// the 3D one left.
+func (r *Runner) renderTests() ([]File, error) {
+	if err := r.renderTest(FormatSVG, testFigure); err != nil {
+		return nil, fmt.Errorf("%s: %w", FormatSVG, err)
+	}
+	var cache []File
+	var cacheErr error
+	r.afterRun = func(workDir string) { cache, cacheErr = readShaderCache(workDir) }
+	defer func() { r.afterRun = nil }()
+	if err := r.renderTest(FormatPNG, testFigure3D); err != nil {
+		return nil, fmt.Errorf("%s: %w", FormatPNG, err)
+	}
+	if cacheErr != nil {
+		return nil, fmt.Errorf("%s: %w", FormatPNG, cacheErr)
+	}
+	return cache, nil
 }
 
 // emptySandbox runs prlimit true in a sandbox on a scratch work directory.
@@ -225,13 +262,31 @@ func (r *Runner) emptySandbox() error {
 // testFigure has a LaTeX label, so latex runs too.
 const testFigure = `size(2cm); draw(unitcircle); label("$x^2$", (0,0));`
 
-// renderTest renders testFigure through the Runner itself.
-func (r *Runner) renderTest(format string) error {
+// testFigure3D is rendered with OpenGL on the task's virtual display. It
+// uses what makes asy compile different shaders (lit, coloured and
+// transparent surfaces, lines, arrows, dots, a 3D LaTeX label, both kinds
+// of projection), so that the shader cache it leaves serves most figures.
+// (A 2D label on this picture would spoil its perspective sizing.)
+const testFigure3D = `import graph3; import palette;
+void warmup(picture pic) {
+  size(pic,3cm);
+  surface s=surface(new real(pair z) {return z.x*z.y;},(-1,-1),(1,1),4,Spline);
+  s.colors(palette(s.map(zpart),Rainbow())); draw(pic,s);
+  draw(pic,shift(0,0,1.5)*unitsphere,red); draw(pic,shift(2,0,0)*unitcube,blue+opacity(0.5));
+  draw(pic,(0,0,0)--(0,0,2)--(1,1,2),green+1pt,Arrow3); draw(pic,(0,0,0)--(1,0,0)); dot(pic,(1,1,1));
+  label(pic,"$x^2$",(0,0,2.2));
+}
+picture ortho; warmup(ortho); shipout("ortho",ortho,P=orthographic(4,2,3));
+currentprojection=perspective(10,8,6); warmup(currentpicture);
+`
+
+// renderTest renders src through the Runner itself.
+func (r *Runner) renderTest(format, src string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sink := &collectSink{}
 	run, err := r.Start(ctx, Task{
-		Files:  []File{{Name: "usher-selftest.asy", Data: []byte(testFigure), Main: true}},
+		Files:  []File{{Name: "usher-selftest.asy", Data: []byte(src), Main: true}},
 		Format: format,
 	}, sink)
 	if err != nil {
@@ -245,7 +300,9 @@ func (r *Runner) renderTest(format string) error {
 }
 
 // HasMagic reports whether image starts as a file of format should: svg
-// with "<?xml" or "<svg", pdf with "%PDF", png with its 8-byte signature.
+// with "<?xml" or "<svg", pdf with "%PDF", png with its 8-byte signature,
+// html with "<!DOCTYPE html", eps with "%!PS-Adobe", v3d (gzip-compressed
+// XDR) with gzip's two bytes.
 func HasMagic(format string, image []byte) bool {
 	switch format {
 	case FormatSVG:
@@ -254,6 +311,12 @@ func HasMagic(format string, image []byte) bool {
 		return bytes.HasPrefix(image, []byte("%PDF"))
 	case FormatPNG:
 		return bytes.HasPrefix(image, []byte("\x89PNG\r\n\x1a\n"))
+	case FormatHTML:
+		return bytes.HasPrefix(image, []byte("<!DOCTYPE html"))
+	case FormatEPS:
+		return bytes.HasPrefix(image, []byte("%!PS-Adobe"))
+	case FormatV3D:
+		return bytes.HasPrefix(image, []byte("\x1f\x8b"))
 	}
 	return false
 }

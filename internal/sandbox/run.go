@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 )
@@ -33,6 +34,11 @@ func (r *Runner) Start(ctx context.Context, t Task, sink Sink) (*Run, error) {
 	dir, err := r.newWorkDir(t.Files)
 	if err != nil {
 		return nil, err
+	}
+	if r.display(t) {
+		if err := r.writeShaderCache(dir); err != nil {
+			return nil, errors.Join(fmt.Errorf("sandbox: prepare the work directory: %w", err), dir.remove())
+		}
 	}
 	run := &Run{
 		r: r, task: t, sink: sink, ctx: ctx, dir: dir, limit: t.Timeout,
@@ -185,6 +191,9 @@ func (run *Run) supervise() {
 		run.in.stop()
 	}
 	run.outcome = run.settle(reason)
+	if run.r.afterRun != nil {
+		run.r.afterRun(run.dir.path)
+	}
 	if err := run.dir.remove(); err != nil {
 		run.r.log.Error("sandbox: work directory left behind", "dir", run.dir.path, "err", err)
 	}
@@ -291,6 +300,25 @@ func (run *Run) settle(reason string) Outcome {
 		o.Success = true
 	default:
 		o.Error = noImageText
+		run.explainNoImage()
 	}
 	return o
+}
+
+// explainNoImage tells the user, on stderr (or stdout when merged), when
+// asy wrote its picture in another format than the task's: a file that
+// sets settings.outformat. The task's format option decides the format
+// (the result message names it), so the run stays "No image output".
+func (run *Run) explainNoImage() {
+	other := run.out.img.otherImage()
+	if other == "" {
+		return
+	}
+	stream := Stdout
+	if run.task.SeparateStderr {
+		stream = Stderr
+	}
+	msg := fmt.Sprintf("usher: asy wrote %s, not %s.%s: the format is the task's format option; settings.outformat in a file cannot change it\n",
+		other, outputName, run.task.Format)
+	_ = run.sink.Output(stream, []byte(msg)) // the outcome says the rest
 }

@@ -22,12 +22,20 @@ import (
 	"time"
 )
 
-// Formats asy can be asked for, as seed 001 names them.
+// Formats asy can be asked for: seed 001's svg, pdf and png, and for 3D
+// (issue 9) html (asy's WebGL page, self-contained), eps and v3d (asy's
+// own 3D format, for download).
 const (
-	FormatSVG = "svg"
-	FormatPDF = "pdf"
-	FormatPNG = "png"
+	FormatSVG  = "svg"
+	FormatPDF  = "pdf"
+	FormatPNG  = "png"
+	FormatHTML = "html"
+	FormatEPS  = "eps"
+	FormatV3D  = "v3d"
 )
+
+// Formats lists every format a Task may name.
+var Formats = []string{FormatSVG, FormatPDF, FormatPNG, FormatHTML, FormatEPS, FormatV3D}
 
 // Streams an Output call names.
 const (
@@ -129,6 +137,15 @@ type Runner struct {
 	asRoot   bool // the server is root: bubblewrap is started as uid/gid
 	uid, gid int
 	rootfs   []string // bubblewrap arguments that build the read-only root
+	render3D render3D // how asy renders 3D; render3DOpenGL but in benchmarks
+	rule3D   rule3D   // which tasks get a virtual display; the zero value: all
+
+	// shaderCache is the template of Mesa's shader cache copied into each
+	// task's HOME (shadercache.go); shared by Runners, never modified.
+	shaderCache []File
+	// afterRun, when set, sees the host work directory after the run,
+	// just before it is removed. New's self-test takes the shader cache.
+	afterRun func(workDir string)
 
 	// beforeImage, when set, runs before each attempt to read the image
 	// file from the work directory (host path). Tests use it to plant

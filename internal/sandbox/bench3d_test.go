@@ -1,0 +1,229 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sphere3D is the small 3D figure of the benchmarks.
+const sphere3D = "import three; size(4cm); currentprojection=orthographic(4,2,3); draw(unitsphere, red);\n"
+
+// cost is what one run took: wall clock and CPU (user+system of the whole
+// tree that was waited for: bwrap, sh, Xvfb, asy, latex, gs).
+type cost struct{ wall, cpu time.Duration }
+
+// variant is one way of rendering, run once per benchmark iteration.
+type variant struct {
+	name string
+	run  func(b *testing.B) cost
+}
+
+// BenchmarkRender3D renders sphere3D in each format six ways, interleaved
+// (the order rotates every iteration) so that the load of a shared machine
+// hits all alike:
+//
+//	opengl        the Runner as shipped: sandbox, a private Xvfb, OpenGL
+//	              (llvmpipe), Mesa's shader cache copied from New's
+//	opengl-cold   the same with an empty shader cache
+//	vector        the Runner with asy -render=0: sandbox, no display, vector 3D
+//	bare-opengl   asy by hand outside the sandbox, on an Xvfb started once
+//	              (shader cache warm in the user's HOME)
+//	xvfb-run      asy by hand on a headless machine: xvfb-run -a asy …
+//	bare-vector   asy -render=0 by hand outside the sandbox
+//
+// It reports each one's median wall and CPU time and the medians of the
+// per-iteration ratios opengl/bare-opengl (the sandbox's and the private
+// display's cost), opengl/xvfb-run, opengl-cold/opengl (the shader cache
+// template's gain) and vector/opengl. Run it with
+//
+//	go test -run '^$' -bench Render3D -benchtime 20x ./internal/sandbox/
+func BenchmarkRender3D(b *testing.B) {
+	gl := newRunner(b, Limits{})
+	cold := newRunner(b, Limits{})
+	cold.shaderCache = nil
+	vec := newRunner(b, Limits{})
+	vec.render3D = render3DVector
+	display := hostDisplay(b)
+	for _, format := range []string{FormatSVG, FormatPDF, FormatPNG} {
+		b.Run(format, func(b *testing.B) {
+			bare := bareAsy(b, sphere3D, format)
+			costs := interleave(b, []variant{
+				{"opengl", runnerVariant(gl, sphere3D, format)},
+				{"opengl-cold", runnerVariant(cold, sphere3D, format)},
+				{"vector", runnerVariant(vec, sphere3D, format)},
+				{"bare-opengl", bare(nil, "DISPLAY="+display)},
+				{"xvfb-run", bare([]string{"/usr/bin/xvfb-run", "-a", "-s", "-nolisten tcp -screen 0 " + displayScreen}, "")},
+				{"bare-vector", bare(nil, "", "-render=0")},
+			})
+			report(b, costs)
+			reportRatio(b, costs, "opengl", "bare-opengl")
+			reportRatio(b, costs, "opengl", "xvfb-run")
+			reportRatio(b, costs, "opengl-cold", "opengl")
+			reportRatio(b, costs, "vector", "opengl")
+		})
+	}
+}
+
+// BenchmarkDisplayCost2D is what a private display would cost a 2D task
+// and what detect3d.go saves: the self-test figure (a circle and a LaTeX
+// label) to svg through a Runner that gives every task a display and
+// through the Runner as shipped, which gives this task none. Run it with
+//
+//	go test -run '^$' -bench DisplayCost2D -benchtime 20x ./internal/sandbox/
+func BenchmarkDisplayCost2D(b *testing.B) {
+	shipped := newRunner(b, Limits{})
+	always := newRunner(b, Limits{})
+	always.rule3D = rule3D{always: true}
+	costs := interleave(b, []variant{
+		{"display", runnerVariant(always, testFigure, FormatSVG)},
+		{"shipped", runnerVariant(shipped, testFigure, FormatSVG)},
+	})
+	report(b, costs)
+	reportRatio(b, costs, "display", "shipped")
+}
+
+// interleave runs every variant once per iteration, rotating the order.
+func interleave(b *testing.B, vs []variant) map[string][]cost {
+	costs := map[string][]cost{}
+	for i := 0; b.Loop(); i++ {
+		for j := range vs {
+			v := vs[(i+j)%len(vs)]
+			costs[v.name] = append(costs[v.name], v.run(b))
+		}
+	}
+	return costs
+}
+
+// runnerVariant renders src through r and fails on anything but success.
+func runnerVariant(r *Runner, src, format string) func(b *testing.B) cost {
+	return func(b *testing.B) cost {
+		task := mainTask(src)
+		task.Format = format
+		began := time.Now()
+		s := newRecSink()
+		run, err := r.Start(context.Background(), task, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o := run.Wait()
+		wall := time.Since(began)
+		if !o.Success || s.imageCount() != 1 {
+			b.Fatalf("runner: %+v: %s", o, tail(s.text(""), 2000))
+		}
+		return cost{wall: wall, cpu: cpuOf(run.proc.cmd.ProcessState)}
+	}
+}
+
+// bareAsy runs asy by hand in a directory of its own, with the host's
+// passwd HOME for Mesa's shader cache (warm after the first run, as for a
+// user at a desktop); a wrapper command (xvfb-run), env and flags are
+// added per variant.
+func bareAsy(b *testing.B, src, format string) func(wrap []string, env string, flags ...string) func(b *testing.B) cost {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.asy"), []byte(src), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return func(wrap []string, env string, flags ...string) func(b *testing.B) cost {
+		return func(b *testing.B) cost {
+			argv := append(slices.Clone(wrap), "/usr/bin/asy", "-noV", "-safe", "-noglobalread", "-o", "out", "-f", format)
+			argv = append(append(argv, flags...), "--", "main.asy")
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Dir = dir
+			cmd.Env = sandboxEnv(filepath.Join(dir, homeName))
+			if env != "" {
+				cmd.Env = append(cmd.Env, env)
+			}
+			os.Remove(filepath.Join(dir, "out."+format))
+			began := time.Now()
+			out, err := cmd.CombinedOutput()
+			wall := time.Since(began)
+			if _, statErr := os.Stat(filepath.Join(dir, "out."+format)); err != nil || statErr != nil {
+				b.Fatalf("bare asy: %v %v: %s", err, statErr, out)
+			}
+			return cost{wall: wall, cpu: cpuOf(cmd.ProcessState)}
+		}
+	}
+}
+
+// hostDisplay starts one Xvfb on the host for the bare runs and returns
+// its display (":<n>"); it is stopped when the benchmark ends.
+func hostDisplay(b *testing.B) string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command("/usr/bin/Xvfb", "-displayfd", "3", "-nolisten", "tcp", "-noreset", "-screen", "0", displayScreen)
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start Xvfb: %v", err)
+	}
+	w.Close()
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		b.Fatalf("Xvfb did not report its display: %v", err)
+	}
+	return ":" + strings.TrimSpace(line)
+}
+
+func cpuOf(ps *os.ProcessState) time.Duration {
+	if ps == nil {
+		return 0
+	}
+	return ps.UserTime() + ps.SystemTime()
+}
+
+// report gives each variant's median wall and CPU time in milliseconds.
+func report(b *testing.B, costs map[string][]cost) {
+	for name, cs := range costs {
+		walls, cpus := split(cs)
+		b.ReportMetric(msOf(median(walls)), name+"-ms")
+		b.ReportMetric(msOf(median(cpus)), name+"-cpu-ms")
+	}
+}
+
+// reportRatio gives the median of the per-iteration ratios a/b, of wall
+// and of CPU time.
+func reportRatio(b *testing.B, costs map[string][]cost, a, over string) {
+	var walls, cpus []time.Duration
+	for i := range min(len(costs[a]), len(costs[over])) {
+		x, y := costs[a][i], costs[over][i]
+		walls = append(walls, ratio(x.wall, y.wall))
+		cpus = append(cpus, ratio(x.cpu, y.cpu))
+	}
+	name := fmt.Sprintf("%s/%s", a, over)
+	b.ReportMetric(float64(median(walls))/1000, name)
+	b.ReportMetric(float64(median(cpus))/1000, name+"-cpu")
+}
+
+// ratio is x/y in thousandths, as a Duration so that median applies.
+func ratio(x, y time.Duration) time.Duration {
+	if y == 0 {
+		return 0
+	}
+	return time.Duration(1000 * float64(x) / float64(y))
+}
+
+func split(cs []cost) (walls, cpus []time.Duration) {
+	for _, c := range cs {
+		walls = append(walls, c.wall)
+		cpus = append(cpus, c.cpu)
+	}
+	return walls, cpus
+}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,120 @@
+package sandbox
+
+import "strconv"
+
+// 3D figures. asy renders 3D with OpenGL (freeglut and GLX): in every
+// format, unless a file sets settings.render=0, it opens a window, renders
+// the scene and reads the pixels back (png directly; svg and pdf embed the
+// rendered bitmap). Without an X display freeglut fails ("failed to open
+// display") and asy exits 0 without an image. Debian's asy 2.85 is built
+// without OSMesa, so there is no offscreen rendering.
+//
+// So every task that may render 3D (detect3d.go) gets its own virtual
+// display: an Xvfb started inside the task's sandbox, before asy, by the
+// sandbox's PID 1 (displayScript). Its
+// only socket is /tmp/.X11-unix/X<n> in the task's private /tmp (no TCP, no
+// abstract socket; the sandbox has its own network namespace anyway), so no
+// other task can reach it, and it dies with the task like every process of
+// the sandbox. OpenGL runs in asy's own process through Mesa's software
+// renderer (llvmpipe): the sandbox has no /dev/dri, so no GPU is reachable.
+// docs/benchmarks.md has the cost and the alternatives that were measured.
+
+// render3D is how a Runner lets asy render 3D.
+type render3D int
+
+const (
+	// render3DOpenGL starts an Xvfb for each task that may render 3D
+	// (the default).
+	render3DOpenGL render3D = iota
+	// render3DVector passes -render=0: no display, 3D as vector graphics.
+	// Only the benchmarks use it, to compare.
+	render3DVector
+	// render3DNone starts no display, as before 3D support: 3D figures
+	// give "No image output". Only the benchmarks use it, to compare.
+	render3DNone
+)
+
+const (
+	// displayExitCode is the sandbox's exit code when its Xvfb did not
+	// start (EX_SOFTWARE); the user sees "Execution failed with code 70"
+	// after Xvfb's own messages.
+	displayExitCode = 70
+	// llvmpipeThreads fixes the number of Mesa's render threads, which
+	// would otherwise follow the host's CPU count and could exhaust
+	// Limits.Processes (threads count) on a large machine.
+	llvmpipeThreads = 2
+	// displayScreen is Xvfb's screen. asy renders in tiles of at most
+	// maxtile (1024x768 by default), which must fit on the screen.
+	displayScreen = "1024x768x24"
+)
+
+// displayScript is run by sh as the sandbox's PID 1 (or, in insecure mode,
+// as asy's parent): sh -c displayScript sh <Xvfb> <scratch dir> <stop>
+// <command…>.
+//
+// It starts Xvfb, which picks a free display number and writes it to
+// -displayfd once it accepts connections: the read on the FIFO is the
+// synchronisation, and it ends early (empty) if Xvfb dies before that. Then
+// it runs the command with DISPLAY set and exits with its status. In the
+// sandbox the kernel kills Xvfb when PID 1 exits; in insecure mode (stop
+// is "stop") Xvfb gets SIGTERM and is waited for, so that it removes its
+// socket and lock file from the host's /tmp.
+//
+// Environment of the command only: DISPLAY, LP_NUM_THREADS (see
+// llvmpipeThreads) and MESA_SHADER_CACHE_DIR: Mesa would look for its
+// shader cache in the passwd entry's home directory, and the sandbox has
+// no /etc/passwd, so it must be told; it uses $HOME/.cache/mesa_shader_cache,
+// which starts as a copy of New's (shadercache.go).
+var displayScript = `x=$1 d=$2 stop=$3
+shift 3
+mkfifo -m 600 "$d/.x-ready" || exit ` + strconv.Itoa(displayExitCode) + `
+"$x" -displayfd 9 -nolisten tcp -nolisten local -noreset -screen 0 ` + displayScreen + ` \
+	9>"$d/.x-ready" </dev/null >/dev/null 2>"$d/.x-log" &
+xpid=$!
+read -r n <"$d/.x-ready"
+rm -f "$d/.x-ready"
+case $n in
+''|*[!0-9]*)
+	echo "usher: the virtual display for 3D rendering (Xvfb) did not start:" >&2
+	cat "$d/.x-log" >&2
+	exit ` + strconv.Itoa(displayExitCode) + `;;
+esac
+DISPLAY=:$n LP_NUM_THREADS=` + strconv.Itoa(llvmpipeThreads) + ` MESA_SHADER_CACHE_DIR="$HOME/.cache" "$@"
+rc=$?
+if [ "$stop" = stop ]; then kill -TERM $xpid && wait $xpid; fi
+exit $rc
+`
+
+// wrapCommand is argv (stdbuf and asy) wrapped as PID 1's command line:
+// sh and displayScript with an Xvfb when t may render 3D with OpenGL
+// (detect3d.go), else sh running argv and exiting with its status.
+// scratch is where the script keeps Xvfb's FIFO and log: /tmp in the
+// sandbox, the task's HOME in insecure mode.
+func (r *Runner) wrapCommand(scratch string, t Task, argv []string) []string {
+	if !r.display(t) {
+		return append([]string{r.tools.sh, "-c", `"$@"; exit $?`, "sh"}, argv...)
+	}
+	stop := "keep"
+	if r.insecure {
+		stop = "stop"
+	}
+	return append([]string{r.tools.sh, "-c", displayScript, "sh", r.tools.xvfb, scratch, stop}, argv...)
+}
+
+// display reports whether t gets a virtual display. html and v3d never
+// need one: asy writes the 3D scene's primitives for WebGL and renders
+// nothing itself.
+func (r *Runner) display(t Task) bool {
+	if t.Format == FormatHTML || t.Format == FormatV3D {
+		return false
+	}
+	return r.render3D == render3DOpenGL && r.rule3D.needsDisplay(t)
+}
+
+// renderArgs are asy's extra options for the Runner's 3D mode.
+func (r *Runner) renderArgs() []string {
+	if r.render3D == render3DVector {
+		return []string{"-render=0"}
+	}
+	return nil
+}
