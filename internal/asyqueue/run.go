@@ -2,6 +2,7 @@ package asyqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -106,6 +107,9 @@ func (r *run) start(ctx context.Context, st Start) error {
 	task.Timeout = st.Timeout
 	r.relay = newRelay(ctx, r.conn, r.srv.cacheable(task))
 	exec, err := st.Backend.Start(r.runCtx, task, r.relay)
+	if errors.Is(err, backend.ErrGone) {
+		return backend.ErrGone // the client is told seed 001's text, nothing more
+	}
 	if err != nil {
 		return fmt.Errorf("backend %s could not start the task: %w", st.BackendID, err)
 	}

@@ -26,6 +26,11 @@ type Remote struct {
 // GoneText is the outcome of a task whose backend connection broke.
 const GoneText = "Backend went away during the task"
 
+// ErrGone reports a backend connection that broke after it was made:
+// Start returns it (wrapped) when the backend goes away while the task is
+// being sent.
+var ErrGone = errors.New(GoneText)
+
 // Start dials the backend, sends the task's files, options and `run`, and
 // relays what the backend sends to sink until `complete`.
 func (b *Remote) Start(ctx context.Context, t sandbox.Task, sink sandbox.Sink) (Execution, error) {
@@ -38,7 +43,7 @@ func (b *Remote) Start(ctx context.Context, t sandbox.Task, sink sandbox.Sink) (
 	if err := sendTask(ctx, conn, t); err != nil {
 		ws.CloseNow()
 		b.lost(ctx)
-		return nil, fmt.Errorf("backend %s: %w", b.URL, err)
+		return nil, fmt.Errorf("backend %s: %w: %v", b.URL, ErrGone, err)
 	}
 	e := &remoteExecution{conn: conn, ctx: ctx, done: make(chan struct{}), lost: b.Lost}
 	go e.relay(sink)
