@@ -152,7 +152,11 @@ func assertGone(t testing.TB, run *Run) {
 	// The kernel reuses a dead namespace's inode number at once, so a
 	// sandbox started later (by a parallel test) may carry the same one:
 	// only processes started before this run ended can be its own.
+	// Called right after Wait returned, now is the tighter bound.
 	ended := run.start.Add(run.outcome.Time + 100*time.Millisecond)
+	if now := time.Now(); now.Before(ended) {
+		ended = now
+	}
 	if pids := pidsInNamespace(t, run.proc.pidNS, ended); len(pids) > 0 {
 		t.Errorf("processes of the task survive: %v", pids)
 	}
