@@ -14,16 +14,5 @@ packages=(
   postgresql   # riverqueue/river's database: initdb and postgres
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-
-if ((${#missing[@]} > 0)); then
-  echo "benchdeps: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source "$(dirname "$0")/apt-missing.sh"
+apt_install_missing benchdeps "${packages[@]}"

@@ -28,19 +28,8 @@ packages=(
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-
-if ((${#missing[@]} > 0)); then
-  echo "deps: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source "$(dirname "$0")/apt-missing.sh"
+apt_install_missing deps "${packages[@]}"
 
 if ! command -v go >/dev/null 2>&1; then
   echo "deps: the Go toolchain is missing; install Go $(sed -n 's/^go //p' go.mod) or newer into /usr/local/go" >&2
