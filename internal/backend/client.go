@@ -26,9 +26,9 @@ type Remote struct {
 // GoneText is the outcome of a task whose backend connection broke.
 const GoneText = "Backend went away during the task"
 
-// ErrGone reports a backend connection that broke after it was made:
-// Start returns it (wrapped) when the backend goes away while the task is
-// being sent.
+// ErrGone reports a backend that went away between being picked for a
+// task and taking it: Start returns it (wrapped, with the cause) when the
+// dial or the sending of the task fails.
 var ErrGone = errors.New(GoneText)
 
 // Start dials the backend, sends the task's files, options and `run`, and
@@ -36,8 +36,9 @@ var ErrGone = errors.New(GoneText)
 func (b *Remote) Start(ctx context.Context, t sandbox.Task, sink sandbox.Sink) (Execution, error) {
 	ws, _, err := websocket.Dial(ctx, b.URL, nil)
 	if err != nil {
+		// It was in the pool a moment ago: for the task it went away.
 		b.lost(ctx)
-		return nil, fmt.Errorf("backend %s: %w", b.URL, err)
+		return nil, fmt.Errorf("backend %s: %w: %v", b.URL, ErrGone, err)
 	}
 	conn := wire.NewConn(ws, 0, Outgoing...)
 	if err := sendTask(ctx, conn, t); err != nil {

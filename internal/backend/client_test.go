@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -138,12 +139,15 @@ func TestRemoteReportsALostBackend(t *testing.T) {
 	rec.ended(t, 10*time.Second)
 }
 
-func TestRemoteDialFailureIsAnError(t *testing.T) {
+// A backend that cannot be reached when its task starts went away for that
+// task: the error is ErrGone, whose text is seed 001's.
+func TestRemoteDialFailureIsGone(t *testing.T) {
 	srv := httptest.NewServer(nil)
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
 	srv.Close()
-	if _, err := (&Remote{URL: url}).Start(context.Background(), sandbox.Task{Files: mainFile("")}, newSinkRecorder()); err == nil {
-		t.Fatal("Start on a closed address succeeded")
+	_, err := (&Remote{URL: url}).Start(context.Background(), sandbox.Task{Files: mainFile("")}, newSinkRecorder())
+	if !errors.Is(err, ErrGone) {
+		t.Fatalf("Start on a closed address = %v; want ErrGone", err)
 	}
 }
 
