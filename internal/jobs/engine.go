@@ -179,12 +179,6 @@ func (e *Engine) poke() {
 	}
 }
 
-// Tiers returns the duration tiers.
-func (e *Engine) Tiers() []sched.Tier { return e.cfg.Tiers }
-
-// LeaseTTL returns how long an agent's lease lasts.
-func (e *Engine) LeaseTTL() time.Duration { return e.cfg.LeaseTTL }
-
 // emit records a change of the operation in progress.
 func (e *Engine) emit(op Op) { e.ops = append(e.ops, op) }
 

@@ -20,14 +20,15 @@ func (e *Engine) restore(ctx context.Context) error {
 		return fmt.Errorf("jobs: loading state: %w", err)
 	}
 	for _, q := range snap.Queues {
-		spec, err := coreQueue(normalQueue(q))
+		q = normalQueue(q)
+		spec, err := coreQueue(q)
 		if err == nil {
 			err = e.core.DefineQueue(spec)
 		}
 		if err != nil {
 			return fmt.Errorf("jobs: restoring queue %q: %w", q.Name, err)
 		}
-		e.queues[q.Name] = normalQueue(q)
+		e.queues[q.Name] = q
 	}
 	for _, l := range snap.Limits {
 		if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {

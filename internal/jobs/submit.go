@@ -379,15 +379,21 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Job, error) {
 	}
 	err = e.change(ctx, func() error {
 		if _, ok := e.live[id]; !ok {
-			return e.finishedConflict(ctx, n, "cancelled")
+			return errNotLive
 		}
 		return e.cancelLocked(id)
 	})
+	if errors.Is(err, errNotLive) {
+		return Job{}, e.finishedConflict(ctx, n, "cancelled") // read outside the lock
+	}
 	if err != nil {
 		return Job{}, err
 	}
 	return e.Job(ctx, id)
 }
+
+// errNotLive says that a job is not unfinished; the caller reads why.
+var errNotLive = errors.New("job not live")
 
 func (e *Engine) cancelLocked(id string) error {
 	if err := e.core.Cancel(id); err != nil {
@@ -412,13 +418,15 @@ func (e *Engine) Retry(ctx context.Context, id string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
+	// Read outside the lock. A finished job changes only by a retry, which
+	// makes it live: the check under the lock catches a concurrent one.
+	old, err := e.store.Job(ctx, n)
+	if err != nil {
+		return Job{}, err
+	}
 	err = e.change(ctx, func() error {
 		if j, ok := e.live[id]; ok {
 			return conflict("", "job %s is %s; only failed or cancelled jobs can be retried", id, e.liveStateLocked(j))
-		}
-		old, err := e.store.Job(ctx, n)
-		if err != nil {
-			return err
 		}
 		if old.State != StateFailed && old.State != StateCancelled {
 			return conflict("", "job %s %s; only failed or cancelled jobs can be retried", id, old.State)
