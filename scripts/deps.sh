@@ -22,6 +22,10 @@ packages=(
   texlive-font-utils
   # The web front end's browser tests drive Debian's chromium.
   chromium
+  # Multi-node mode's tests start real Redis servers and build a Redis
+  # Cluster with redis-cli.
+  redis-server
+  redis-tools
 )
 # node and npm build the bundle (esbuild) and drive the browser tests
 # (playwright-core); Debian's packages only when no node is on the PATH.

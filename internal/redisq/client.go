@@ -1,0 +1,77 @@
+package redisq
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Open connects to Redis as rawURL says and checks the connection:
+//
+//	redis://[user:password@]host:port[/db]              one server
+//	redis://host:port?addr=host2:port2&cluster=true     Redis Cluster (seed nodes)
+//	redis://host:port?addr=host2:port2&master=NAME      Sentinel (sentinel addresses)
+//
+// poolSize bounds the connections (0: go-redis's default); a role that
+// blocks one connection per waiting task needs a large pool.
+func Open(ctx context.Context, rawURL string, poolSize int) (redis.UniversalClient, error) {
+	c, err := newClient(rawURL, poolSize)
+	if err != nil {
+		return nil, fmt.Errorf("redis %s: %w", redactURL(rawURL), err)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redis %s: %w", redactURL(rawURL), err)
+	}
+	return c, nil
+}
+
+func newClient(rawURL string, poolSize int) (redis.UniversalClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	switch {
+	case q.Get("master") != "":
+		return newFailover(u, poolSize)
+	case q.Get("cluster") == "true" || len(q["addr"]) > 0:
+		q.Del("cluster")
+		u.RawQuery = q.Encode()
+		opt, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		opt.PoolSize = poolSize
+		return redis.NewClusterClient(opt), nil
+	default:
+		opt, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		opt.PoolSize = poolSize
+		return redis.NewClient(opt), nil
+	}
+}
+
+func newFailover(u *url.URL, poolSize int) (redis.UniversalClient, error) {
+	q := u.Query()
+	opt := &redis.FailoverOptions{MasterName: q.Get("master"), SentinelAddrs: append([]string{u.Host}, q["addr"]...), PoolSize: poolSize}
+	if u.User != nil {
+		opt.Username = u.User.Username()
+		opt.Password, _ = u.User.Password()
+	}
+	return redis.NewFailoverClient(opt), nil
+}
+
+// redactURL hides a password for error messages and logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return strings.ReplaceAll(u.Redacted(), "%2A", "*")
+}

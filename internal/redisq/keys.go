@@ -1,0 +1,86 @@
+// Package redisq is usher's multi-node schema on Redis: seed 000's key
+// names under a prefix, the task hash and the messages the roles exchange
+// through lists, and the client every role opens. The roles live in
+// subpackages: frontend (queue servers), scheduler (the elected scheduler
+// and its standbys) and backendrole (backends). docs/redis.md documents
+// every key, its type, its owner and its expiry.
+package redisq
+
+// DefaultPrefix puts every key in one hash slot, so that usher runs on
+// Redis Cluster as it does on a single node.
+const DefaultPrefix = "{usher}:"
+
+// Keys names seed 000's keys under a prefix. Every role builds its key
+// names here and passes them to scripts in KEYS.
+type Keys struct{ prefix string }
+
+// NewKeys returns the key names under prefix.
+func NewKeys(prefix string) Keys { return Keys{prefix: prefix} }
+
+// Prefix is the prefix every key starts with.
+func (k Keys) Prefix() string { return k.prefix }
+
+// TaskCounter is the task ID generator (int).
+func (k Keys) TaskCounter() string { return k.prefix + "task.counter" }
+
+// Task is a task's options (hash).
+func (k Keys) Task(id string) string { return k.prefix + "task:" + id }
+
+// TaskFiles is a task's source files, name → content (hash).
+func (k Keys) TaskFiles(id string) string { return k.Task(id) + ":files" }
+
+// TaskBackend receives the address of the backend that took the task (list).
+func (k Keys) TaskBackend(id string) string { return k.Task(id) + ":backend" }
+
+// TaskEstimate receives the task's queue estimates in float seconds (list).
+func (k Keys) TaskEstimate(id string) string { return k.Task(id) + ":queue.estimate" }
+
+// TaskControl receives the scheduler's decisions about a task: a new time
+// limit, a denial or an end (list). Not in seed 000: its "send duration
+// updates" needs a channel from the scheduler to the queue server.
+func (k Keys) TaskControl(id string) string { return k.Task(id) + ":control" }
+
+// TaskKeys lists every key of a task, for deleting them together.
+func (k Keys) TaskKeys(id string) []string {
+	return []string{k.Task(id), k.TaskFiles(id), k.TaskBackend(id), k.TaskEstimate(id), k.TaskControl(id)}
+}
+
+// Incoming is the list of new task IDs the scheduler takes.
+func (k Keys) Incoming() string { return k.prefix + "queue.incoming" }
+
+// Queue is the zset of queued task IDs, scored in arrival order.
+func (k Keys) Queue() string { return k.prefix + "queue" }
+
+// Outcoming is the stream of tasks handed to backends ({task: ID}).
+func (k Keys) Outcoming() string { return k.prefix + "queue.outcoming" }
+
+// Processing is the set of task IDs a backend took.
+func (k Keys) Processing() string { return k.prefix + "queue.processing" }
+
+// Finished is the list of task IDs whose slot is free again.
+func (k Keys) Finished() string { return k.prefix + "queue.finished" }
+
+// Executing maps the ID of every task holding a slot to the duration of
+// the tier it holds (hash); seed 000 also calls it queue.durations.
+func (k Keys) Executing() string { return k.prefix + "queue.executing" }
+
+// BackendCounter is the backend ID generator (int).
+func (k Keys) BackendCounter() string { return k.prefix + "backend.counter" }
+
+// BackendSet is the set of registered backend IDs.
+func (k Keys) BackendSet() string { return k.prefix + "backend.set" }
+
+// BackendUpdated is the list of backend IDs that arrived or left.
+func (k Keys) BackendUpdated() string { return k.prefix + "backend.updated" }
+
+// Backend is a backend's heartbeat (empty string with an expiry).
+func (k Keys) Backend(id string) string { return k.prefix + "backend:" + id }
+
+// Leader holds the leading scheduler's lease token (string with an expiry).
+func (k Keys) Leader() string { return k.prefix + "scheduler.leader" }
+
+// Epoch counts leaderships (int); a new leader's token carries it.
+func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
+
+// ConsumerGroup is the consumer group backends read Outcoming as.
+const ConsumerGroup = "backend"
