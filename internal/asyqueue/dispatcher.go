@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/backend"
+	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
 )
 
@@ -133,7 +134,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			for _, t := range d.tickets {
-				t.postEnd(ErrStopped.Error())
+				t.PostEnd(ErrStopped.Error())
 			}
 			return
 		case f := <-d.cmds:
@@ -220,6 +221,14 @@ func (d *Dispatcher) RemoveBackend(id string) error {
 	return err
 }
 
+// Submit queues t, or starts it at once when it is interactive (Queue).
+func (d *Dispatcher) Submit(client string, t sandbox.Task) (*Ticket, error) {
+	if t.Interactive {
+		return d.StartInteractive(client)
+	}
+	return d.Enqueue(client, t.Timeout)
+}
+
 // Enqueue queues a task of the given timeout (0: a "default" task) for
 // client. It fails with ErrQueueFull when the queue or the client's share
 // of it is full.
@@ -248,7 +257,7 @@ func (d *Dispatcher) enqueue(client string, timeout time.Duration) (*Ticket, err
 	if err := d.core.Submit(spec); err != nil {
 		return nil, fmt.Errorf("asyqueue: submit: %w", err)
 	}
-	t := newTicket(spec.ID, client, false)
+	t := NewTicket(spec.ID, client, false)
 	t.queued, t.class = true, d.classOf(spec)
 	d.tickets[t.id] = t
 	d.queued++
@@ -278,7 +287,7 @@ func (d *Dispatcher) startInteractive(client string) (*Ticket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("asyqueue: interactive: %w", err)
 	}
-	t := newTicket(a.JobID, client, true)
+	t := NewTicket(a.JobID, client, true)
 	t.class = "interactive"
 	d.tickets[t.id] = t
 	d.begin(t, a)
@@ -339,7 +348,7 @@ func (d *Dispatcher) begin(t *Ticket, a sched.Assignment) {
 	if !a.Interactive {
 		t.tier = d.cfg.Tiers[a.Tier].Name
 	}
-	t.postStart(Start{Backend: d.backends[a.WorkerID], BackendID: a.WorkerID, Timeout: a.Duration})
+	t.PostStart(Start{Backend: d.backends[a.WorkerID], BackendID: a.WorkerID, Timeout: a.Duration})
 }
 
 func (d *Dispatcher) apply(e sched.Event) {
@@ -352,12 +361,12 @@ func (d *Dispatcher) apply(e sched.Event) {
 		to := d.cfg.Tiers[e.Tier].Name
 		d.recent.add(d.cfg.Now(), "downgrade", t.id, t.tier+" → "+to)
 		t.tier = to
-		t.postShorten(e.Duration)
+		t.PostShorten(e.Duration)
 	case sched.EventHalted:
 		d.recent.add(d.cfg.Now(), "halt", t.id, "backend "+t.backend+" needed for queued tasks")
-		t.postEnd(haltedText)
+		t.PostEnd(haltedText)
 	case sched.EventFailed, sched.EventCancelled, sched.EventRetrying:
-		t.postEnd(backendLostText)
+		t.PostEnd(backendLostText)
 	}
 }
 
@@ -395,7 +404,7 @@ func (d *Dispatcher) sendEstimates() {
 			continue
 		}
 		t.lastSent, t.lastSentAt = e, now
-		t.postEstimate(Estimate{Wait: e.Wait, Known: e.Known, Position: e.Position})
+		t.PostEstimate(Estimate{Wait: e.Wait, Known: e.Known, Position: e.Position})
 	}
 }
 

@@ -20,7 +20,8 @@ type Metrics struct {
 
 // NewMetrics registers the queue server's metrics with reg, and the
 // scheduling core's (queued and running per tier, downgrades, halts,
-// interactive denials) read from d at each scrape.
+// interactive denials) read from d at each scrape; d is nil where another
+// process owns the core (multi-node mode).
 func NewMetrics(reg prometheus.Registerer, d *Dispatcher) *Metrics {
 	m := &Metrics{
 		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -41,7 +42,10 @@ func NewMetrics(reg prometheus.Registerer, d *Dispatcher) *Metrics {
 			Buckets: []float64{-30, -10, -5, -2, -1, -0.5, -0.1, 0.1, 0.5, 1, 2, 5, 10, 30},
 		}),
 	}
-	reg.MustRegister(m.restores, m.cacheLookups, m.denials, m.compiles, m.estimateErrors, &coreCollector{d: d})
+	reg.MustRegister(m.restores, m.cacheLookups, m.denials, m.compiles, m.estimateErrors)
+	if d != nil {
+		reg.MustRegister(&coreCollector{d: d})
+	}
 	return m
 }
 

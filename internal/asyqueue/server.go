@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/usherhq/usher/internal/resultcache"
+	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/uploads"
 	"github.com/usherhq/usher/internal/wire"
 )
@@ -58,10 +59,26 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// Queue takes the tasks a Server collected and tells each through its
+// Ticket when and where it runs: the Dispatcher in single-node mode, a
+// Redis queue server (internal/redisq/frontend) in multi-node mode.
+type Queue interface {
+	// Timeouts lists the task timeouts a client may ask for (the tiers).
+	Timeouts() []time.Duration
+	// Submit queues t for client, or starts it at once when it is
+	// interactive; errors are the client's denial texts (ErrQueueFull,
+	// ErrNoBackend, ErrInvalidLimit, ErrStopped).
+	Submit(client string, t sandbox.Task) (*Ticket, error)
+	// Release says the task is over; ran is false when it was aborted.
+	Release(t *Ticket, ran bool)
+	// NoteDenial records a denial the session decided, for the dashboard.
+	NoteDenial(text string)
+}
+
 // Server serves the queue protocol. It is an http.Handler for /asy.
 type Server struct {
 	cfg     Config
-	d       *Dispatcher
+	d       Queue
 	uploads *uploads.Store
 	cache   *resultcache.Cache // nil: no result cache
 	metrics *Metrics
@@ -70,12 +87,12 @@ type Server struct {
 	sessions sync.WaitGroup
 }
 
-// NewServer returns a server that queues with d, keeps uploads in up and,
+// NewServer returns a server that queues with q, keeps uploads in up and,
 // when cache is not nil, answers repeated tasks from it. Sessions end when
 // ctx ends. metrics may be nil.
-func NewServer(ctx context.Context, cfg Config, d *Dispatcher, up *uploads.Store, cache *resultcache.Cache, metrics *Metrics) *Server {
+func NewServer(ctx context.Context, cfg Config, q Queue, up *uploads.Store, cache *resultcache.Cache, metrics *Metrics) *Server {
 	cfg.setDefaults()
-	return &Server{cfg: cfg, d: d, uploads: up, cache: cache, metrics: metrics, ctx: ctx}
+	return &Server{cfg: cfg, d: q, uploads: up, cache: cache, metrics: metrics, ctx: ctx}
 }
 
 // ServeHTTP upgrades the request to a WebSocket and serves one task.

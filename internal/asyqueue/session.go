@@ -65,13 +65,7 @@ func (s *session) refuse(ctx context.Context, err error) {
 // queue takes a slot (at once for an interactive task, through the queue
 // otherwise), runs the task and gives the slot back.
 func (s *session) queue(ctx context.Context, task sandbox.Task) {
-	var t *Ticket
-	var err error
-	if task.Interactive {
-		t, err = s.srv.d.StartInteractive(s.client)
-	} else {
-		t, err = s.srv.d.Enqueue(s.client, task.Timeout)
-	}
+	t, err := s.srv.d.Submit(s.client, task)
 	if err != nil {
 		s.srv.metrics.denied(denialReason(err))
 		s.send(ctx, "denied", deniedBody{Error: err.Error()})

@@ -60,7 +60,9 @@ type Ticket struct {
 	startedAt  time.Time // when it started
 }
 
-func newTicket(id, client string, interactive bool) *Ticket {
+// NewTicket returns the handle of a task a Queue accepted: its id, the
+// client's address and whether it is interactive.
+func NewTicket(id, client string, interactive bool) *Ticket {
 	return &Ticket{id: id, client: client, interactive: interactive, changed: make(chan struct{}, 1)}
 }
 
@@ -89,15 +91,18 @@ func (t *Ticket) post(apply func(u *Update)) {
 	}
 }
 
-func (t *Ticket) postEstimate(e Estimate) {
+// PostEstimate tells the session the task's new place and wait.
+func (t *Ticket) PostEstimate(e Estimate) {
 	t.post(func(u *Update) { u.Estimate = &e })
 }
 
-func (t *Ticket) postStart(s Start) {
+// PostStart tells the session its task may run now.
+func (t *Ticket) PostStart(s Start) {
 	t.post(func(u *Update) { u.Start = &s; u.Estimate = nil })
 }
 
-func (t *Ticket) postShorten(limit time.Duration) {
+// PostShorten lowers the running task's time limit (a downgrade).
+func (t *Ticket) PostShorten(limit time.Duration) {
 	t.post(func(u *Update) {
 		if u.Shorten == 0 || limit < u.Shorten {
 			u.Shorten = limit
@@ -105,7 +110,8 @@ func (t *Ticket) postShorten(limit time.Duration) {
 	})
 }
 
-func (t *Ticket) postEnd(reason string) {
+// PostEnd ends the task with reason, the client's text.
+func (t *Ticket) PostEnd(reason string) {
 	t.post(func(u *Update) {
 		if u.End == "" {
 			u.End = reason

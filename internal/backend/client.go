@@ -21,6 +21,9 @@ type Remote struct {
 	// Lost, if set, is called when a task's connection breaks before
 	// `complete`: the backend is gone or unreachable.
 	Lost func()
+	// Attached says the backend already has the task (Redis mode): Start
+	// dials and relays, sending nothing.
+	Attached bool
 }
 
 // GoneText is the outcome of a task whose backend connection broke.
@@ -41,10 +44,12 @@ func (b *Remote) Start(ctx context.Context, t sandbox.Task, sink sandbox.Sink) (
 		return nil, fmt.Errorf("backend %s: %w: %v", b.URL, ErrGone, err)
 	}
 	conn := wire.NewConn(ws, 0, Outgoing...)
-	if err := sendTask(ctx, conn, t); err != nil {
-		ws.CloseNow()
-		b.lost(ctx)
-		return nil, fmt.Errorf("backend %s: %w: %v", b.URL, ErrGone, err)
+	if !b.Attached { // attached: the backend took the task from Redis
+		if err := sendTask(ctx, conn, t); err != nil {
+			ws.CloseNow()
+			b.lost(ctx)
+			return nil, fmt.Errorf("backend %s: %w: %v", b.URL, ErrGone, err)
+		}
 	}
 	e := &remoteExecution{conn: conn, ctx: ctx, done: make(chan struct{}), lost: b.Lost}
 	go e.relay(sink)
