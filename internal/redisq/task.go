@@ -25,6 +25,7 @@ const (
 	FieldMain        = "main" // the main file's name
 	FieldFrontend    = "frontend"
 	// Written by the scheduler.
+	FieldTimeout  = "timeout"  // ms the run may last: its tier's, lowered by downgrades
 	FieldStarted  = "started"  // unix ms when it left the queue
 	FieldPosition = "position" // tasks ahead of it, with each estimate
 	// Written by the backend that took it.
@@ -34,7 +35,11 @@ const (
 // TaskOptions is what the task hash says about a task besides its files.
 type TaskOptions struct {
 	// Duration is the chosen tier's duration; 0 for a default task.
-	Duration       time.Duration
+	Duration time.Duration
+	// Timeout is the limit of the tier the scheduler gave the task (the
+	// task hash's "timeout"), 0 until it left the queue. A default task
+	// runs within it.
+	Timeout        time.Duration
 	Interactive    bool
 	Format         string
 	SeparateStderr bool
@@ -81,6 +86,13 @@ func ParseOptions(h map[string]string) (TaskOptions, error) {
 		return o, fmt.Errorf("task hash: bad %s %q", FieldDuration, h[FieldDuration])
 	}
 	o.Duration = time.Duration(ms) * time.Millisecond
+	if v := h[FieldTimeout]; v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			return o, fmt.Errorf("task hash: bad %s %q", FieldTimeout, v)
+		}
+		o.Timeout = time.Duration(ms) * time.Millisecond
+	}
 	o.Interactive = h[FieldInteractive] == "1"
 	o.Format = h[FieldFormat]
 	o.SeparateStderr = h[FieldStderr] == "separate"
@@ -93,10 +105,14 @@ func ParseOptions(h map[string]string) (TaskOptions, error) {
 	return o, nil
 }
 
-// Task builds the sandbox task from the options and the files hash.
+// Task builds the sandbox task from the options and the files hash; its
+// time limit is the scheduler's timeout when there is one.
 func (o TaskOptions) Task(files map[string]string) sandbox.Task {
 	t := sandbox.Task{Timeout: o.Duration, Interactive: o.Interactive, Format: o.Format,
 		SeparateStderr: o.SeparateStderr, Verbosity: o.Verbosity}
+	if o.Timeout > 0 {
+		t.Timeout = o.Timeout
+	}
 	if o.Interactive {
 		t.Timeout = 0
 	}
