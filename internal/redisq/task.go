@@ -140,6 +140,9 @@ func ParseEstimate(s string) (wait time.Duration, known bool, err error) {
 	if math.IsInf(f, 1) {
 		return 0, false, nil
 	}
+	if f >= float64(math.MaxInt64)/float64(time.Second) {
+		return 0, false, fmt.Errorf("queue estimate %q: out of range", s)
+	}
 	return time.Duration(f * float64(time.Second)), true, nil
 }
 
