@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/webapp"
 
 	"fmt"
@@ -44,6 +45,10 @@ Generic jobs: /v1 (docs/api.md) with queues, key limits, workflows and
 agents, kept in the same SQLite file; on first start an admin token is
 written to usher-admin.token beside the data file.
 
+Multi-node mode: with --redis, this process is one of many queue servers
+in front of one Redis; tasks go to the elected 'usher scheduler' and run on
+'usher backend --redis' processes (docs/redis.md). /v1 is not served then.
+
 Endpoints: /asy (seed 001's queue protocol, docs/protocol.md), /v1, /livez,
 /readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting
 connections, lets running tasks finish for up to --shutdown-grace, then
@@ -61,6 +66,9 @@ aborts them.`,
 			}
 			cfg.Jobs.Tiers, cfg.Jobs.MaxBody = tiers, int64(o.jobsMaxBody)
 			cfg.Sandbox.Limits.Files, cfg.Sandbox.Limits.Upload = cfg.Queue.MaxFiles, cfg.Queue.MaxUpload
+			if cfg.Redis.URL != "" && !cmd.Flags().Changed("backends") {
+				cfg.LocalBackends = 0 // the backends register in Redis
+			}
 			svc, err := service.New(cfg)
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
@@ -91,6 +99,9 @@ aborts them.`,
 	f.StringVar(&cfg.Jobs.AdminTokenFile, "admin-token-file", "", "where a new admin token is written on first start (default: usher-admin.token beside --data)")
 	f.Var(&o.jobsMaxBody, "max-body", "largest /v1 request body")
 	f.DurationVar(&cfg.Jobs.Retention, "job-retention", 7*24*time.Hour, "how long finished jobs are kept (0: for good)")
+	f.StringVar(&cfg.Redis.URL, "redis", "", "run as a queue server of multi-node mode on this Redis (docs/redis.md): redis://host:port, ?cluster=true or ?master=NAME")
+	f.StringVar(&cfg.Redis.Prefix, "redis-prefix", redisq.DefaultPrefix, "prefix of every Redis key (a {hash tag} keeps them in one Cluster slot)")
+	f.StringVar(&cfg.Redis.Node, "node", defaultNode(), "this process's name in multi-node mode")
 	o.sandbox.register(f)
 	envFallback(cmd, "USHER_SERVE_")
 	return cmd

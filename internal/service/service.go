@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/backend"
@@ -63,6 +64,17 @@ type Config struct {
 	WebApp http.Handler
 	// Jobs configures the generic jobs of /v1.
 	Jobs JobsConfig
+	// Redis, when its URL is set, makes this a queue server of multi-node
+	// mode: tasks go to Redis for the elected scheduler and the backends
+	// registered there (docs/redis.md); no backend runs in this process.
+	Redis RedisConfig
+}
+
+// RedisConfig connects a queue server to multi-node mode.
+type RedisConfig struct {
+	URL    string // redisq.Open's URL
+	Prefix string // key prefix (redisq.DefaultPrefix when empty)
+	Node   string // this queue server's name in the task hashes
 }
 
 // JobsConfig configures the generic jobs of /v1.
@@ -96,7 +108,8 @@ type Service struct {
 	jobStore *jobstore.Store
 	tokens   *tokens.Store
 	jobsAPI  http.Handler
-	queueCfg asyqueue.Config // with defaults applied
+	redis    redis.UniversalClient // multi-node mode only
+	queueCfg asyqueue.Config       // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
 	asyVersion string
@@ -133,6 +146,9 @@ func (s *Service) open(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.cfg.Redis.URL != "" && (s.cfg.LocalBackends > 0 || len(s.cfg.RemoteBackends) > 0) {
+		return errors.New("with Redis the backends register there (usher backend --redis): give no local or remote backends")
+	}
 	if s.cfg.LocalBackends > 0 {
 		if s.runner, err = sandbox.New(s.cfg.Sandbox); err != nil {
 			return err
@@ -161,9 +177,16 @@ func (s *Service) open(ctx context.Context) error {
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
-	metrics := asyqueue.NewMetrics(s.registry, s.d)
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
-	s.queue = asyqueue.NewServer(ctx, qcfg, s.d, store, cache, metrics)
+	if s.cfg.Redis.URL != "" {
+		q, err := s.openRedis(ctx)
+		if err != nil {
+			return err
+		}
+		s.queue = asyqueue.NewServer(ctx, qcfg, q, store, cache, asyqueue.NewMetrics(s.registry, nil))
+	} else {
+		s.queue = asyqueue.NewServer(ctx, qcfg, s.d, store, cache, asyqueue.NewMetrics(s.registry, s.d))
+	}
 	s.handler = s.routes()
 	return nil
 }
@@ -199,7 +222,11 @@ func (s *Service) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/info", s.apiInfo)
 	mux.HandleFunc("GET /api/dashboard", s.apiDashboard)
-	mux.Handle("/v1/", s.jobsAPI)
+	if s.redis != nil {
+		mux.HandleFunc("/v1/", jobsNotInRedisMode)
+	} else {
+		mux.Handle("/v1/", s.jobsAPI)
+	}
 	mux.HandleFunc("POST /api/shares", s.apiPostShare)
 	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
 	if s.cfg.WebApp != nil {
@@ -298,6 +325,9 @@ func (s *Service) shutdown(srv *http.Server) error {
 
 func (s *Service) close() {
 	s.stopAll()
+	if s.redis != nil {
+		s.redis.Close()
+	}
 	if s.jobStore != nil {
 		s.jobStore.Close()
 	}
