@@ -79,6 +79,10 @@ func (k Keys) Backend(id string) string { return k.prefix + "backend:" + id }
 // Leader holds the leading scheduler's lease token (string with an expiry).
 func (k Keys) Leader() string { return k.prefix + "scheduler.leader" }
 
+// SchedulerAPI holds the leading scheduler's /v1 base URL (string, with the
+// lease's expiry): queue servers proxy generic jobs to it.
+func (k Keys) SchedulerAPI() string { return k.prefix + "scheduler.api" }
+
 // Epoch counts leaderships (int); a new leader's token carries it.
 func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/frontend"
@@ -25,17 +24,9 @@ func (s *Service) openRedis(ctx context.Context) (*frontend.Queue, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s.redis = rdb
+	s.leader = newLeaderProxy(rdb, redisq.NewKeys(prefix).SchedulerAPI(), s.cfg.Logger)
 	return frontend.New(ctx, rdb, frontend.Config{
 		Keys: redisq.NewKeys(prefix), Tiers: tiers(s.cfg.MediumLimit, s.cfg.SlowLimit), Node: rc.Node,
 		MaxQueued: dc.MaxQueued, MaxQueuedPerClient: dc.MaxQueuedPerClient, Logger: s.cfg.Logger,
 	}), nil
-}
-
-// jobsNotInRedisMode answers /v1 on a queue server of multi-node mode,
-// which serves /asy only for now: generic jobs need the single-node
-// server (docs/redis.md, "What multi-node mode serves").
-func jobsNotInRedisMode(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusNotImplemented)
-	fmt.Fprintln(w, `{"error":"generic jobs (/v1) are not served in Redis mode; run them on a single-node usher serve"}`)
 }

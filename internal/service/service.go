@@ -109,6 +109,7 @@ type Service struct {
 	tokens   *tokens.Store
 	jobsAPI  http.Handler
 	redis    redis.UniversalClient // multi-node mode only
+	leader   *leaderProxy          // multi-node mode: /v1 goes to the leading scheduler
 	queueCfg asyqueue.Config       // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
@@ -223,7 +224,7 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /api/info", s.apiInfo)
 	mux.HandleFunc("GET /api/dashboard", s.apiDashboard)
 	if s.redis != nil {
-		mux.HandleFunc("/v1/", jobsNotInRedisMode)
+		mux.Handle("/v1/", s.leader)
 	} else {
 		mux.Handle("/v1/", s.jobsAPI)
 	}
