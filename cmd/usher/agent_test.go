@@ -15,43 +15,14 @@ import (
 
 	"github.com/usherhq/usher/client"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testbin"
 )
 
-// binary is the usher binary built once for the tests that run it as a
-// process.
-var binary struct {
-	once sync.Once
-	path string
-	err  error
-}
+// usherBinary is the usher binary, built once for the tests that run it
+// as a process.
+func usherBinary(t *testing.T) string { return testbin.Usher(t, false) }
 
-func usherBinary(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "usher-agent-test-")
-		if err != nil {
-			binary.err = err
-			return
-		}
-		binary.path = filepath.Join(dir, "usher")
-		out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binary.path != "" {
-		os.RemoveAll(filepath.Dir(binary.path))
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
 
 // agentProc is a running `usher agent` process.
 type agentProc struct {

@@ -5,43 +5,17 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
-)
-
-var (
-	buildOnce sync.Once
-	usherBin  string
-	buildErr  error
+	"github.com/usherhq/usher/internal/testbin"
 )
 
 // usherBinary builds cmd/usher once per test run.
-func usherBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "usher-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		usherBin = filepath.Join(dir, "usher")
-		out, err := exec.Command("go", "build", "-o", usherBin, "github.com/usherhq/usher/cmd/usher").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building usher: %v", buildErr)
-	}
-	return usherBin
-}
+func usherBinary(t *testing.T) string { return testbin.Usher(t, false) }
 
 var listeningRE = regexp.MustCompile(`addr=(\S+)`)
 
@@ -153,3 +127,5 @@ func waitBusy(t *testing.T, addr string) {
 		time.Sleep(20 * time.Millisecond) // polling a condition
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }

@@ -523,7 +523,9 @@ func TestShutdownLetsRunningTasksFinishThenAbortsTheRest(t *testing.T) {
 		DataPath:      filepath.Join(t.TempDir(), "usher.db"),
 		LocalBackends: 2,
 		Sandbox:       sandbox.Config{WorkRoot: work},
-		ShutdownGrace: 2 * time.Second,
+		// Long enough for the short task on a loaded machine (-race,
+		// other tests): the long one spins for 30 s.
+		ShutdownGrace: 8 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -555,7 +557,7 @@ func TestShutdownLetsRunningTasksFinishThenAbortsTheRest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ServeListener: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the server did not stop")
 	}
 	if entries, _ := os.ReadDir(work); len(entries) != 0 {

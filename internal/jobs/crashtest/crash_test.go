@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/testbin"
 )
 
 var (
@@ -71,7 +73,7 @@ func TestCrashRecovery(t *testing.T) {
 func newRun(ctx context.Context, t *testing.T) *run {
 	began := time.Now()
 	tmp := t.TempDir()
-	bin := buildUsher(t, tmp, *flagRace)
+	bin := testbin.Usher(t, *flagRace)
 	r := &run{t: t, hc: newHTTPClient(), began: began, buildTime: time.Since(began)}
 	r.srv = newServer(bin, filepath.Join(tmp, "usher.db"), adminToken, agentLease)
 	t.Cleanup(r.srv.close)

@@ -6,42 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 )
-
-// buildUsher builds ./cmd/usher of the module under test into dir, with
-// the race detector when race is set.
-func buildUsher(t *testing.T, dir string, race bool) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatal("go env GOMOD: not inside a module")
-	}
-	bin := filepath.Join(dir, "usher")
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "./cmd/usher")...)
-	cmd.Dir = filepath.Dir(gomod)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/usher: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // server runs `usher serve` as a child process on one data file, and
 // restarts it on the same file after a kill. Each start listens on a port
