@@ -20,13 +20,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/usherhq/usher/internal/asybench"
+	"github.com/usherhq/usher/internal/asyclient"
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/service"
-	"github.com/usherhq/usher/internal/uploads"
-	"github.com/usherhq/usher/internal/wire"
 )
 
 // sample is what one client saw.
@@ -97,67 +94,38 @@ func run(addr string, n, offset int) []sample {
 func compile(addr, source string) (sample, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/asy", nil)
+	c, err := asyclient.Dial(ctx, "ws://"+addr+"/asy")
 	if err != nil {
 		return sample{}, err
 	}
-	defer ws.CloseNow()
-	conn := wire.NewConn(ws, 0, "queue", "missing", "result", "output", "complete", "denied")
-	body := map[string]any{"filename": "fig.asy", "main": true, "hash": uploads.Hash([]byte(source))}
-	if err := conn.SendPayload(ctx, "add", body, []byte(source)); err != nil {
+	defer c.Close()
+	files := []asyclient.File{{Name: "fig.asy", Data: []byte(source), Main: true}}
+	if err := c.Submit(ctx, files, asyclient.Options{Timeout: 3 * time.Second}); err != nil {
 		return sample{}, err
 	}
-	if err := conn.Send(ctx, "options", map[string]any{"timeout": 3000}); err != nil {
-		return sample{}, err
-	}
-	if err := conn.Send(ctx, "run", nil); err != nil {
-		return sample{}, err
-	}
-	return follow(ctx, conn)
+	return follow(ctx, c)
 }
 
-type fields struct {
-	Passed   *bool   `json:"passed"`
-	Estimate *int64  `json:"estimate"`
-	Position *int    `json:"position"`
-	Success  *bool   `json:"success"`
-	Error    *string `json:"error"`
-	Time     *int64  `json:"time"`
-	Format   *string `json:"format"`
-	Stream   *string `json:"stream"`
-}
-
-func follow(ctx context.Context, conn *wire.Conn) (sample, error) {
+func follow(ctx context.Context, c *asyclient.Conn) (sample, error) {
 	s := sample{estimate: -1}
 	for {
-		h, err := conn.ReadHeader(ctx)
+		m, err := c.Next(ctx)
 		if err != nil {
 			return s, err
 		}
-		var f fields
-		if err := wire.Decode(h, &f, "field"); err != nil {
-			return s, err
-		}
-		switch h.Verb {
-		case "queue":
-			now := time.Now()
-			if *f.Passed {
-				s.passedAt = now
-			} else if f.Estimate != nil && s.estimate < 0 {
-				s.estimate, s.estimateAt = time.Duration(*f.Estimate)*time.Millisecond, now
-			}
-		case "result", "output":
-			if _, err := conn.ReadPayload(ctx, h, h.Verb, 64<<20); err != nil {
-				return s, err
-			}
-		case "complete":
-			if !*f.Success {
-				return s, fmt.Errorf("failed: %s", *f.Error)
-			}
-			s.asyTime, s.doneAt = time.Duration(*f.Time)*time.Millisecond, time.Now()
+		now := time.Now()
+		switch {
+		case m.Verb == "queue" && m.Passed:
+			s.passedAt = now
+		case m.Verb == "queue" && m.Estimate != nil && s.estimate < 0:
+			s.estimate, s.estimateAt = *m.Estimate, now
+		case m.Verb == "complete" && !m.Success:
+			return s, fmt.Errorf("failed: %s", m.Error)
+		case m.Verb == "complete":
+			s.asyTime, s.doneAt = m.Time, now
 			return s, nil
-		case "denied":
-			return s, fmt.Errorf("denied: %s", *f.Error)
+		case m.Verb == "denied":
+			return s, fmt.Errorf("denied: %s", m.Error)
 		}
 	}
 }
