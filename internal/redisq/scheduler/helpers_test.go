@@ -221,7 +221,7 @@ func (e *env) outcoming() []string {
 	return ids
 }
 
-func (e *env) queued() []string    { return e.rdb.ZRange(e.ctx(), e.keys.Queue(), 0, -1).Val() }
+func (e *env) queued() []string { return e.rdb.ZRange(e.ctx(), e.keys.Queue(), 0, -1).Val() }
 func (e *env) executing() map[string]string {
 	return e.rdb.HGetAll(e.ctx(), e.keys.Executing()).Val()
 }
