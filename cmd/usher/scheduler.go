@@ -30,6 +30,13 @@ rebuilds the scheduling core from Redis and decides for every queue server
 and backend of the deployment (tiers, downgrades, halts, interactive
 denials, queue estimates), while the others stand by and take over within
 5 s when it dies. On SIGINT or SIGTERM it gives the lease up.`,
+		Example: `  # two schedulers on one Redis: one leads, the other stands by
+  usher scheduler --redis redis://redis:6379 --node sched-a
+  usher scheduler --redis redis://redis:6379 --node sched-b
+
+  # on a Redis Cluster, with limits of 2 medium and 1 slow task
+  usher scheduler --redis 'redis://r1:6379?cluster=true&addr=r2:6379&addr=r3:6379' \
+    --medium-limit 2 --slow-limit 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), cmd)

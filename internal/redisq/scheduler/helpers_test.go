@@ -62,6 +62,7 @@ func (e *env) startScheduler(name string, mod func(*Config)) *node {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.t.Cleanup(func() { rdb.Close() })
 	cfg := Config{Client: rdb, Node: name, MonitorEvery: 100 * time.Millisecond, PendingIdle: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mod != nil {
@@ -75,7 +76,6 @@ func (e *env) startScheduler(name string, mod func(*Config)) *node {
 	n := &node{s: s, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(n.done)
-		defer rdb.Close()
 		if err := s.Run(ctx); err != nil {
 			e.t.Errorf("scheduler %s: %v", name, err)
 		}
@@ -92,6 +92,9 @@ func (e *env) status(n *node) Status {
 	st, err := n.s.Status(ctx)
 	if err != nil {
 		e.t.Fatalf("status: %v", err)
+	}
+	if st.Invariants != nil {
+		e.t.Fatalf("core invariants: %v", st.Invariants)
 	}
 	return st
 }

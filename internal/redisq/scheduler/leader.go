@@ -237,7 +237,8 @@ func (l *leader) tick(ctx context.Context) error {
 
 // status describes the leader's state.
 func (l *leader) status() Status {
-	st := Status{Leading: true, Token: l.token, Core: l.core.Snapshot(), Running: map[string]string{}}
+	st := Status{Leading: true, Token: l.token, Core: l.core.Snapshot(), Running: map[string]string{},
+		Invariants: l.core.CheckInvariants()}
 	if es, err := l.core.Estimates(queueName, l.queued); err == nil {
 		for _, e := range es {
 			st.Queued = append(st.Queued, e.JobID)

@@ -170,6 +170,9 @@ type Status struct {
 	// task holding a slot to its tier's name ("interactive" for those).
 	Queued  []string
 	Running map[string]string
+	// Invariants is the core's CheckInvariants (a full recount: for tests
+	// and diagnostics).
+	Invariants error
 }
 
 // Status asks the Run goroutine for the node's state.
