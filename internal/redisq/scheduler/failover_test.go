@@ -169,3 +169,58 @@ func TestClusterBasicFlowAndFailover(t *testing.T) {
 		t.Fatalf("executing %v", ex)
 	}
 }
+
+// A standby adopts a running default task in the tier it holds and a
+// running interactive task; seed 000's rules then apply to them: a slow
+// head downgrades the default task to fast and, with no free backend,
+// halts the interactive one.
+func TestStandbyAdoptsDefaultAndInteractiveTasks(t *testing.T) {
+	e := newEnv(t)
+	e.addBackends(2, time.Minute)
+	lead, standby := e.leaderOf(e.startScheduler("a", nil), e.startScheduler("b", nil))
+	d := e.submit(0, false)
+	e.waitFor("default task out", wait, func() bool { return e.executing()[d] == "30000" })
+	i := e.submit(0, true)
+	e.waitFor("interactive task out", wait, func() bool { return e.executing()[i] == "interactive" })
+	lead.crash()
+	e.waitLeading(standby, takeover)
+	st := e.status(standby)
+	if !maps.Equal(st.Running, map[string]string{d: "slow", i: "interactive"}) || st.Core.Interactive != 1 {
+		t.Fatalf("adopted %v, %d interactive", st.Running, st.Core.Interactive)
+	}
+	s := e.submit(30000, false)
+	e.waitFor("slow task out", wait, func() bool { return e.executing()[s] == "30000" })
+	if c := e.control(d); !slices.Equal(c, []string{"timeout 3000"}) {
+		t.Fatalf("control of the default task %v", c)
+	}
+	if c := e.control(i); !slices.Equal(c, []string{"end " + haltedText}) {
+		t.Fatalf("control of the interactive task %v", c)
+	}
+	if ex := e.executing(); !maps.Equal(ex, map[string]string{d: "3000", s: "30000"}) {
+		t.Fatalf("executing %v", ex)
+	}
+}
+
+// When the last backend's heartbeat expires, the tasks it ran end with
+// "Backend went away during the task" and new tasks wait for a backend.
+func TestLastBackendGoneEndsItsTasks(t *testing.T) {
+	e := newEnv(t)
+	b := e.addBackends(1, time.Minute)[0]
+	n := e.startScheduler("a", nil)
+	e.waitLeading(n, wait)
+	id := e.submit(3000, false)
+	e.waitFor("task out", wait, func() bool { return slices.Contains(e.outcoming(), id) })
+	e.takeTask("b1")
+	e.rdb.Del(e.ctx(), e.keys.Backend(b))
+	e.waitFor("task ended", wait, func() bool { return len(e.control(id)) == 1 })
+	if c := e.control(id)[0]; c != "end "+backendLostText {
+		t.Fatalf("control %q", c)
+	}
+	if st := e.status(n); st.Core.Slots != 0 || st.Core.Running != 0 || len(e.executing()) != 0 {
+		t.Fatalf("slots %d running %d executing %v", st.Core.Slots, st.Core.Running, e.executing())
+	}
+	next := e.submit(3000, false)
+	e.waitFor("next task queued", wait, func() bool { return slices.Equal(e.queued(), []string{next}) })
+	e.addBackends(1, time.Minute)
+	e.waitFor("next task out once a backend came", wait, func() bool { return slices.Contains(e.outcoming(), next) })
+}
