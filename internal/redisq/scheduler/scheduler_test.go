@@ -266,3 +266,33 @@ func TestBadInputIsLoggedAndSkipped(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// Foreign values in keys: a task key that is not a hash counts as gone, a
+// control list that is not a list is skipped, and a core key of the wrong
+// type stops the scheduler's steps with a clear error, losing nothing,
+// until it is fixed.
+func TestForeignValuesInKeysAreSkipped(t *testing.T) {
+	e := newEnv(t)
+	e.addBackends(1, time.Minute)
+	n := e.startScheduler("a", nil)
+	e.waitLeading(n, wait)
+	e.rdb.Set(e.ctx(), e.keys.Task("str"), "junk", 0)
+	e.rdb.RPush(e.ctx(), e.keys.Incoming(), "str")
+	e.rdb.Set(e.ctx(), e.keys.TaskControl("odd"), "junk", 0)
+	e.submitHash("odd", map[string]any{"duration": "4000"})
+	first := e.submit(3000, false)
+	e.waitFor("first task out", wait, func() bool { return slices.Contains(e.outcoming(), first) })
+	e.waitFor("log lines", wait, func() bool { return e.logs.has(`task="\"str\""`) && e.logs.has(`task="\"odd\""`) })
+
+	e.rdb.Set(e.ctx(), e.keys.Executing(), "junk", 0)
+	second := e.submit(3000, false)
+	e.waitFor("a clear error", wait, func() bool { return e.logs.has("WRONGTYPE foreign value in " + e.keys.Executing()) })
+	if got := e.rdb.LRange(e.ctx(), e.keys.Incoming(), 0, -1).Val(); !slices.Equal(got, []string{second}) {
+		t.Fatalf("queue.incoming %v", got)
+	}
+	e.rdb.Del(e.ctx(), e.keys.Executing())
+	e.waitFor("second task out once the key is fixed", wait, func() bool { return slices.Contains(e.outcoming(), second) })
+	if !e.status(n).Leading {
+		t.Fatal("the scheduler stopped leading")
+	}
+}
