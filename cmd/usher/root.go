@@ -21,6 +21,7 @@ Asymptote compile service with sandboxed backends.`,
 	}
 	root.AddCommand(newServeCommand(), newBackendCommand(), newAgentCommand(),
 		newQueueCommand(), newLimitCommand(), newEnqueueCommand(), newTargetsCommand(),
-		newWorkflowCommand(), newJobsCommand(), newStatsCommand(), newTokenCommand())
+		newWorkflowCommand(), newJobsCommand(), newStatsCommand(), newTokenCommand(),
+		newSchedulerCommand())
 	return root
 }

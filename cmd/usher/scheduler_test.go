@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/redisq/redistest"
+)
+
+// `usher scheduler` takes the lead under its node name and the prefix it
+// is given, and gives the lease up when it stops.
+func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	keys := redisq.NewKeys("{test}:")
+	ctx, cancel := context.WithCancel(t.Context())
+	root := newRootCommand()
+	stderr := &lockedBuffer{}
+	root.SetErr(stderr)
+	root.SetArgs([]string{"scheduler", "--redis", srv.URL(), "--redis-prefix", "{test}:", "--node", "n1", "--slow-limit", "1"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Get(t.Context(), keys.Leader()).Val() != "1:n1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease within 10 s; log:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(t.Context(), keys.Leader()).Val(); n != 0 {
+		t.Fatal("the lease outlived the scheduler")
+	}
+	if !strings.Contains(stderr.String(), "leading") {
+		t.Fatalf("log:\n%s", stderr.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestSchedulerCommandNeedsRedis(t *testing.T) {
+	_, _, err := runCLI(t, "", "scheduler")
+	if err == nil || !strings.Contains(err.Error(), "--redis is required") {
+		t.Fatalf("error %v", err)
+	}
+}
