@@ -113,12 +113,3 @@ func (s *sandboxFlags) config(log *slog.Logger) sandbox.Config {
 		Logger:   log,
 	}
 }
-
-// defaultNode names this process in multi-node mode: host name and pid.
-func defaultNode() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "usher"
-	}
-	return host + ":" + strconv.Itoa(os.Getpid())
-}

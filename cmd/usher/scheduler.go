@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/scheduler"
-	"github.com/usherhq/usher/internal/sched"
 )
 
 // schedulerOptions are the flags of `usher scheduler`.
@@ -45,7 +45,7 @@ denials, queue estimates), while the others stand by and take over within
 	f := cmd.Flags()
 	f.StringVar(&o.redisURL, "redis", "", "Redis URL: redis://host:port, ?cluster=true&addr=… or ?master=NAME&addr=… (required)")
 	f.StringVar(&o.prefix, "redis-prefix", redisq.DefaultPrefix, "prefix of every key (a hash tag keeps them in one Cluster slot)")
-	f.StringVar(&o.node, "node", scheduler.DefaultNode(), "this node's name in the leader's token")
+	f.StringVar(&o.node, "node", redisq.DefaultNode(), "this node's name in the leader's token")
 	f.IntVar(&o.mediumLimit, "medium-limit", 0, "most medium-or-slow tasks running at once (0: half the backends, rounded up)")
 	f.IntVar(&o.slowLimit, "slow-limit", 0, "most slow tasks running at once (0: a quarter of the backends, rounded up)")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
@@ -64,7 +64,7 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	defer rdb.Close()
 	s, err := scheduler.New(scheduler.Config{Client: rdb, Prefix: o.prefix, Node: o.node,
-		Tiers: asyTiers(o.mediumLimit, o.slowLimit), Logger: log})
+		Tiers: asyqueue.Tiers(o.mediumLimit, o.slowLimit), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -74,18 +74,4 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	return s.Resign(rctx)
-}
-
-// asyTiers is seed 000's fast/medium/slow with the medium and slow limits
-// from flags when set, shares of the backends otherwise, as `usher serve`
-// has them.
-func asyTiers(medium, slow int) []sched.Tier {
-	t := sched.DefaultTiers()
-	if medium > 0 {
-		t[1].Limit, t[1].Share = medium, 0
-	}
-	if slow > 0 {
-		t[2].Limit, t[2].Share = slow, 0
-	}
-	return t
 }

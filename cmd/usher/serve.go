@@ -101,7 +101,7 @@ aborts them.`,
 	f.DurationVar(&cfg.Jobs.Retention, "job-retention", 7*24*time.Hour, "how long finished jobs are kept (0: for good)")
 	f.StringVar(&cfg.Redis.URL, "redis", "", "run as a queue server of multi-node mode on this Redis (docs/redis.md): redis://host:port, ?cluster=true or ?master=NAME")
 	f.StringVar(&cfg.Redis.Prefix, "redis-prefix", redisq.DefaultPrefix, "prefix of every Redis key (a {hash tag} keeps them in one Cluster slot)")
-	f.StringVar(&cfg.Redis.Node, "node", defaultNode(), "this process's name in multi-node mode")
+	f.StringVar(&cfg.Redis.Node, "node", redisq.DefaultNode(), "this process's name in multi-node mode")
 	o.sandbox.register(f)
 	envFallback(cmd, "USHER_SERVE_")
 	return cmd

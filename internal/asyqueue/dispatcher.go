@@ -73,6 +73,21 @@ func (c *DispatcherConfig) setDefaults() {
 	}
 }
 
+// Tiers is seed 000's fast/medium/slow for the Asymptote service: the
+// medium and slow limits when set (> 0), shares of the backends otherwise
+// (half and a quarter, rounded up). Single-node and multi-node mode build
+// their tiers here.
+func Tiers(medium, slow int) []sched.Tier {
+	t := sched.DefaultTiers()
+	if medium > 0 {
+		t[1].Limit, t[1].Share = medium, 0
+	}
+	if slow > 0 {
+		t[2].Limit, t[2].Share = slow, 0
+	}
+	return t
+}
+
 // Dispatcher drives the scheduling core for the Asymptote service: one
 // goroutine (Run) owns the core; sessions and backends talk to it through
 // methods that hand it closures, and it answers through Tickets.

@@ -6,6 +6,11 @@
 // every key, its type, its owner and its expiry.
 package redisq
 
+import (
+	"os"
+	"strconv"
+)
+
 // DefaultPrefix puts every key in one hash slot, so that usher runs on
 // Redis Cluster as it does on a single node.
 const DefaultPrefix = "{usher}:"
@@ -88,3 +93,13 @@ func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 
 // ConsumerGroup is the consumer group backends read Outcoming as.
 const ConsumerGroup = "backend"
+
+// DefaultNode names this process among the nodes of a deployment when it
+// is given no name: host name and process id.
+func DefaultNode() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "usher"
+	}
+	return h + "-" + strconv.Itoa(os.Getpid())
+}

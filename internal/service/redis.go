@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/frontend"
 )
@@ -26,7 +27,7 @@ func (s *Service) openRedis(ctx context.Context) (*frontend.Queue, error) {
 	s.redis = rdb
 	s.leader = newLeaderProxy(rdb, redisq.NewKeys(prefix).SchedulerAPI(), s.cfg.Logger)
 	return frontend.New(ctx, rdb, frontend.Config{
-		Keys: redisq.NewKeys(prefix), Tiers: tiers(s.cfg.MediumLimit, s.cfg.SlowLimit), Node: rc.Node,
+		Keys: redisq.NewKeys(prefix), Tiers: asyqueue.Tiers(s.cfg.MediumLimit, s.cfg.SlowLimit), Node: rc.Node,
 		MaxQueued: dc.MaxQueued, MaxQueuedPerClient: dc.MaxQueuedPerClient, Logger: s.cfg.Logger,
 	}), nil
 }

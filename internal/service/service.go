@@ -156,7 +156,7 @@ func (s *Service) open(ctx context.Context) error {
 		}
 	}
 	dcfg := s.cfg.Dispatcher
-	dcfg.Tiers = tiers(s.cfg.MediumLimit, s.cfg.SlowLimit)
+	dcfg.Tiers = asyqueue.Tiers(s.cfg.MediumLimit, s.cfg.SlowLimit)
 	if s.d, err = asyqueue.NewDispatcher(dcfg); err != nil {
 		return err
 	}
@@ -190,19 +190,6 @@ func (s *Service) open(ctx context.Context) error {
 	}
 	s.handler = s.routes()
 	return nil
-}
-
-// tiers is seed 000's fast/medium/slow with the medium and slow limits
-// from flags when set, shares of the slots otherwise.
-func tiers(medium, slow int) []sched.Tier {
-	t := sched.DefaultTiers()
-	if medium > 0 {
-		t[1].Limit, t[1].Share = medium, 0
-	}
-	if slow > 0 {
-		t[2].Limit, t[2].Share = slow, 0
-	}
-	return t
 }
 
 // asyVersion asks asy for its version line, part of the cache key.

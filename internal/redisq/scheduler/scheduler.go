@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -63,7 +61,7 @@ func (c *Config) setDefaults() {
 		c.Prefix = redisq.DefaultPrefix
 	}
 	if c.Node == "" {
-		c.Node = DefaultNode()
+		c.Node = redisq.DefaultNode()
 	}
 	if len(c.Tiers) == 0 {
 		c.Tiers = sched.DefaultTiers()
@@ -86,15 +84,6 @@ func setDur(d *time.Duration, def time.Duration) {
 	if *d <= 0 {
 		*d = def
 	}
-}
-
-// DefaultNode is the node name when none is given: hostname-pid.
-func DefaultNode() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "scheduler"
-	}
-	return h + "-" + strconv.Itoa(os.Getpid())
 }
 
 // Scheduler is one scheduler node: a standby or the leader.
