@@ -54,6 +54,11 @@ type Config struct {
 	PendingIdle  time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// WhileLeading, when set, runs on a goroutine of its own for as long as
+	// this node leads, with the lease's token; its context ends when the
+	// node steps down, and the next term waits until it returned. The
+	// generic jobs of /v1 run there (docs/redis.md, "Generic jobs").
+	WhileLeading func(ctx context.Context, token string)
 }
 
 func (c *Config) setDefaults() {
@@ -126,12 +131,26 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.token = token
 		s.mu.Unlock()
 		s.log.Info("leading", "token", token)
-		err = s.lead(ctx, token)
+		err = s.leadWith(ctx, token)
 		if ctx.Err() != nil {
 			return nil
 		}
 		s.log.Warn("stepped down", "token", token, "reason", err)
 	}
+}
+
+// leadWith leads, running cfg.WhileLeading beside for the same term.
+func (s *Scheduler) leadWith(ctx context.Context, token string) error {
+	if s.cfg.WhileLeading == nil {
+		return s.lead(ctx, token)
+	}
+	term, endTerm := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.cfg.WhileLeading(term, token) }()
+	err := s.lead(ctx, token)
+	endTerm()
+	<-done
+	return err
 }
 
 // Resign gives up the lease this node holds, if it still does, so that a
