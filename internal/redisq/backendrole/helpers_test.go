@@ -162,7 +162,9 @@ func (tr *testRole) ranOutcome(t *testing.T) sandbox.Outcome {
 }
 
 // options of a default svg task with main file main.asy.
-func svgTask() redisq.TaskOptions { return redisq.TaskOptions{Format: sandbox.FormatSVG, Main: "main.asy"} }
+func svgTask() redisq.TaskOptions {
+	return redisq.TaskOptions{Format: sandbox.FormatSVG, Main: "main.asy"}
+}
 
 // schedule plays the queue server (task:ID, task:ID:files) and then the
 // scheduler (XADD queue.outcoming {task: ID}), and returns the ID.
