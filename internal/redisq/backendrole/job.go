@@ -117,6 +117,7 @@ func (r *Role) await(ctx context.Context, j *job) {
 		return
 	case <-ctx.Done():
 	}
+	j.log.Info("backend: shutting down: the running task may finish", "drain", r.cfg.Drain)
 	t := time.NewTimer(r.cfg.Drain)
 	defer t.Stop()
 	select {
