@@ -47,11 +47,20 @@ func (r *Role) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// jobFor returns the running job whose token is token and which still
-// waits for its connection.
-func (r *Role) jobFor(token string) *job {
+// tokenOf returns the running job if token is its token.
+func (r *Role) tokenOf(token string) *job {
 	j := r.current()
 	if j == nil || subtle.ConstantTimeCompare([]byte(j.token), []byte(token)) != 1 {
+		return nil
+	}
+	return j
+}
+
+// claim returns the running job whose token is token if it still waits
+// for its connection, and marks it claimed: any later request is 404.
+func (r *Role) claim(token string) *job {
+	j := r.tokenOf(token)
+	if j == nil {
 		return nil
 	}
 	j.mu.Lock()
@@ -59,24 +68,30 @@ func (r *Role) jobFor(token string) *job {
 	if j.state != waiting {
 		return nil
 	}
+	j.state = claimed
 	return j
 }
 
 // serveTask accepts the queue server's connection to a task and serves it.
 func (r *Role) serveTask(w http.ResponseWriter, req *http.Request) {
-	j := r.jobFor(req.PathValue("token"))
-	if j == nil {
-		http.NotFound(w, req)
-		return
-	}
 	opts := &websocket.AcceptOptions{OriginPatterns: r.cfg.OriginPatterns}
 	if !strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+		if r.tokenOf(req.PathValue("token")) == nil {
+			http.NotFound(w, req)
+			return
+		}
 		_, _ = websocket.Accept(w, req, opts) // writes the HTTP error
+		return
+	}
+	j := r.claim(req.PathValue("token"))
+	if j == nil {
+		http.NotFound(w, req)
 		return
 	}
 	ws, err := websocket.Accept(w, req, opts)
 	if err != nil {
 		j.log.Info("backend: handshake failed", "remote", req.RemoteAddr, "err", err)
+		j.abort(peerGone)
 		return
 	}
 	conn := wire.NewConn(ws, 0, backend.VerbOptions, backend.VerbInput)
@@ -94,7 +109,7 @@ func (j *job) attach(conn *wire.Conn) bool {
 	j.sendMu.Lock()
 	defer j.sendMu.Unlock()
 	j.mu.Lock()
-	if j.state != waiting {
+	if j.state != claimed {
 		j.mu.Unlock()
 		return false
 	}

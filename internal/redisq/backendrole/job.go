@@ -36,6 +36,7 @@ var (
 // Connection states of a job.
 const (
 	waiting   = iota // the URL is out, nobody connected yet
+	claimed          // one request got past the token; its handshake is under way
 	connected        // the queue server connected (only one may)
 	expired          // nobody connected in time, or the job was aborted first
 )
@@ -238,7 +239,7 @@ func (j *job) end(e *ending, onlyWaiting bool) {
 	if j.why == nil {
 		j.why = e
 	}
-	if j.state == waiting {
+	if j.state == waiting || j.state == claimed {
 		j.state = expired
 		close(j.expired)
 	}
