@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/usherhq/usher/internal/backend"
+	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/redisq/backendrole"
 	"github.com/usherhq/usher/internal/sandbox"
 )
 
@@ -24,6 +26,15 @@ type backendOptions struct {
 	sandbox  sandboxFlags
 	upload   byteSize
 	files    int
+
+	// Multi-node mode on Redis (docs/redis.md); off without redis.
+	redis        string
+	redisPrefix  string
+	advertise    string
+	heartbeatTTL time.Duration
+	// acceptTimeout is how long a queue server has to connect to a task in
+	// Redis mode (0: backendrole.DefaultAcceptTimeout); tests lower it.
+	acceptTimeout time.Duration
 
 	// newStarter builds the runner; tests replace it.
 	newStarter func(sandbox.Config) (backend.Starter, error)
@@ -53,7 +64,15 @@ without a sandbox and logs a warning on every task.
 GET /livez answers 200 while the process runs; GET /readyz answers 200 when
 no connection holds the backend and 503 otherwise. On SIGINT or SIGTERM it
 stops accepting connections, lets a running task finish for up to --drain,
-then aborts it.`,
+then aborts it.
+
+With --redis it is instead a backend of the multi-node mode (docs/redis.md):
+it registers in Redis with a heartbeat, takes tasks from queue.outcoming,
+runs each in the sandbox and serves its output to the queue server that
+connects to ws://ADVERTISE/task/TOKEN (the address it publishes in
+task:ID:backend). /readyz then also answers 503 while the heartbeat fails.
+On SIGINT or SIGTERM it takes no new task, lets the running one finish for
+up to --drain, aborts it after that, and deregisters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), cmd.ErrOrStderr())
@@ -67,6 +86,10 @@ then aborts it.`,
 	o.sandbox.register(f)
 	f.IntVar(&o.files, "max-files", 0, "most files in one task")
 	f.Var(&o.upload, "max-upload", "most bytes of all files of one task together")
+	f.StringVar(&o.redis, "redis", "", "run as a backend of the multi-node mode on this Redis (redis://host:port, see docs/redis.md)")
+	f.StringVar(&o.redisPrefix, "redis-prefix", redisq.DefaultPrefix, "prefix of every Redis key (a hash tag, for Redis Cluster)")
+	f.StringVar(&o.advertise, "advertise", "", "with --redis: host:port queue servers dial to reach this backend (default: the listen address)")
+	f.DurationVar(&o.heartbeatTTL, "heartbeat-ttl", backendrole.DefaultHeartbeatTTL, "with --redis: life of the heartbeat key, renewed every third of it")
 	envFallback(cmd, "USHER_BACKEND_")
 	return cmd
 }
@@ -93,6 +116,9 @@ func (o *backendOptions) run(ctx context.Context, logOut io.Writer) error {
 	starter, err := o.newStarter(o.sandboxConfig(log))
 	if err != nil {
 		return fmt.Errorf("backend: the sandbox does not work: %w", err)
+	}
+	if o.redis != "" {
+		return o.runRedis(ctx, starter, log)
 	}
 	b, err := backend.New(backend.Config{
 		Starter: starter, MaxFiles: o.files, MaxUpload: int64(o.upload),
