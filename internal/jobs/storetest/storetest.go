@@ -344,8 +344,9 @@ func testPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
 		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateSucceeded, At: old},
 		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobs.StateFailed, At: now},
 		jobs.Op{Kind: jobs.OpFinish, ID: 5, State: jobs.StateCancelled, At: old},
+		Insert(7), jobs.Op{Kind: jobs.OpFinish, ID: 7, State: jobs.StateFailed, At: old}, jobs.Op{Kind: jobs.OpReset, ID: 7, At: now},
 		jobs.Op{Kind: jobs.OpPrune, At: now.Add(-7 * 24 * time.Hour)})
-	for id, want := range map[int64]bool{1: false, 2: true, 3: true, 4: true, 5: false, 6: true} {
+	for id, want := range map[int64]bool{1: false, 2: true, 3: true, 4: true, 5: false, 6: true, 7: true} {
 		_, err := s.Job(context.Background(), id)
 		if got := err == nil; got != want {
 			t.Errorf("job %d kept = %v (%v); want %v", id, got, err, want)
@@ -362,17 +363,17 @@ func testPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
 	}
 	for _, f := range []jobs.Filter{{}, {Queue: "q"}, {Workflow: "2"}, {State: jobs.StateCancelled}} {
 		got := pages(t, s, f, 100)
-		want := map[string][]string{"": {"2", "3", "4", "6"}, "2": {"6"}, "cancelled": {}}[f.Workflow+string(f.State)]
+		want := map[string][]string{"": {"2", "3", "4", "6", "7"}, "2": {"6"}, "cancelled": {}}[f.Workflow+string(f.State)]
 		if f.Queue == "q" {
-			want = []string{"2", "3", "4", "6"}
+			want = []string{"2", "3", "4", "6", "7"}
 		}
 		if len(got) != len(want) || (len(want) > 0 && !slices.Equal(got, want)) {
 			t.Errorf("after pruning, filter %+v lists %v; want %v", f, got, want)
 		}
 	}
 	snap := load(t, s)
-	if len(snap.Jobs) != 3 || !slices.Equal(snap.Jobs[2].After, nil) || snap.Jobs[2].ID != 6 {
-		t.Errorf("after pruning Load = %+v; want jobs 2, 4 (its dependency gone) and 6", snap.Jobs)
+	if len(snap.Jobs) != 4 || snap.Jobs[1].ID != 4 || !slices.Equal(snap.Jobs[1].After, nil) || snap.Jobs[3].ID != 7 {
+		t.Errorf("after pruning Load = %+v; want jobs 2, 4 (its dependency gone), 6 and 7 (reset)", snap.Jobs)
 	}
 }
 
