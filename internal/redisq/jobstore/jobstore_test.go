@@ -162,3 +162,52 @@ func dump(t *testing.T, rdb redis.UniversalClient, keys redisq.Keys) string {
 	}
 	return out
 }
+
+// The engine on a fenced store: once another scheduler holds the lead,
+// the old leader's operations fail with ErrStore and leave nothing in
+// Redis; the new leader's engine rebuilds what the old one committed and
+// its ids continue.
+func TestEngineHandover(t *testing.T) {
+	ctx := context.Background()
+	rdb := client(t, redistest.Start(t).URL())
+	keys := redisq.NewKeys(redisq.DefaultPrefix)
+	lead(t, rdb, keys, "1:a")
+	oldStore := New(rdb, keys, Fence{Token: "1:a"}, nil)
+	defer oldStore.Close()
+	old, err := jobs.Open(ctx, jobs.Config{Store: oldStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.CreateQueue(ctx, jobs.Queue{Name: "q", Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := old.Enqueue(ctx, []jobs.JobSpec{{Queue: "q"}, {Queue: "q"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead(t, rdb, keys, "2:b")
+	if _, err := old.Enqueue(ctx, []jobs.JobSpec{{Queue: "q"}}); !errors.Is(err, jobs.ErrStore) {
+		t.Fatalf("the old leader's Enqueue = %v; want ErrStore", err)
+	}
+	if _, err := old.Lease(ctx, jobs.LeaseRequest{Agent: "a", Slots: 1}); !errors.Is(err, jobs.ErrStore) {
+		t.Fatalf("the old leader's Lease = %v; want ErrStore", err)
+	}
+	newStore := New(rdb, keys, Fence{Token: "2:b"}, nil)
+	defer newStore.Close()
+	e, err := jobs.Open(ctx, jobs.Config{Store: newStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.Jobs(ctx, jobs.Filter{})
+	if err != nil || len(list) != 2 || list[0].ID != ids[0] || list[1].State != jobs.StateQueued {
+		t.Fatalf("the new leader's jobs = %+v, %v; want the 2 the old one committed, queued", list, err)
+	}
+	more, err := e.Enqueue(ctx, []jobs.JobSpec{{Queue: "q"}})
+	if err != nil || more[0] != "3" {
+		t.Fatalf("the new leader's first id = %v, %v; want 3", more, err)
+	}
+	got, err := e.Lease(ctx, jobs.LeaseRequest{Agent: "b", Slots: 3})
+	if err != nil || len(got.Jobs) != 3 || got.Jobs[0].Attempt != 1 {
+		t.Fatalf("the new leader leases %+v, %v; want jobs 1-3 at attempt 1", got, err)
+	}
+}
