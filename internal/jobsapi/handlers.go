@@ -264,8 +264,12 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) error {
 	}{t, secret})
 }
 
-func (a *api) listTokens(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, map[string]any{"tokens": a.Tokens.List()})
+func (a *api) listTokens(w http.ResponseWriter, r *http.Request) error {
+	list, err := a.Tokens.List(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"tokens": list})
 }
 
 func (a *api) deleteToken(w http.ResponseWriter, r *http.Request) error {

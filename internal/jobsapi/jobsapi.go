@@ -112,10 +112,14 @@ type tokenKey struct{}
 func (a *api) guard(perm permission, h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		tok, known := a.Tokens.Lookup(strings.TrimSpace(secret))
-		if !ok || !known {
+		tok, err := a.Tokens.Lookup(r.Context(), strings.TrimSpace(secret))
+		if !ok || errors.Is(err, tokens.ErrNotFound) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="usher"`)
 			writeError(w, http.StatusUnauthorized, "missing or unknown token", nil)
+			return
+		}
+		if err != nil {
+			a.fail(w, r, err)
 			return
 		}
 		if !perm.allowedTo(tok.Role) {

@@ -169,7 +169,12 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.signal <- struct{}{}
+	// A full buffer already wakes the writer (or woke it, and it saw
+	// closed): a blocking send could wait for a writer that has returned.
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
 	<-s.stopped
 	return nil
 }

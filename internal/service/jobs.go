@@ -42,8 +42,8 @@ func (s *Service) ensureAdminToken(ctx context.Context) error {
 		_, err := s.tokens.Add(ctx, jc.AdminToken, "admin (from the command line)", tokens.Admin)
 		return err
 	}
-	if s.tokens.Count(tokens.Admin) > 0 {
-		return nil
+	if n, err := s.tokens.Count(ctx, tokens.Admin); err != nil || n > 0 {
+		return err
 	}
 	path := jc.AdminTokenFile
 	if path == "" {

@@ -1,25 +1,25 @@
-// Package tokens keeps the API tokens of /v1 in usher's SQLite file.
+// Package tokens keeps the API tokens of /v1: in usher's SQLite file
+// (Open), or in Redis for multi-node mode (OpenRedis), where every node
+// must know the tokens any node created.
 //
-// A token is 32 random bytes shown once as "usher_<base64url>"; the file
+// A token is 32 random bytes shown once as "usher_<base64url>"; the store
 // keeps only its SHA-256 (a hash that cannot be brute-forced for input of
 // that entropy, so no slow password hash is needed). Each token has one
-// role: admin, client or agent. Lookups are served from memory.
+// role: admin, client or agent. The SQLite store serves lookups from
+// memory; the Redis store reads Redis and keeps what it read for a short
+// time (see OpenRedis).
 package tokens
 
 import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
-
-	"github.com/usherhq/usher/internal/sqlitedb"
 )
 
 // Role is what a token may do.
@@ -46,45 +46,21 @@ type Token struct {
 // ErrNotFound reports an unknown token.
 var ErrNotFound = errors.New("no such token")
 
-var schema = []string{`
-CREATE TABLE api_tokens (
-	id TEXT PRIMARY KEY,
-	hash BLOB NOT NULL UNIQUE,
-	name TEXT NOT NULL,
-	role TEXT NOT NULL,
-	created_at INTEGER NOT NULL
-);`}
+// backend keeps token records by the SHA-256 of their secret.
+type backend interface {
+	// lookup finds the record of a hash.
+	lookup(ctx context.Context, hash [32]byte) (Token, bool, error)
+	// insert stores t under hash unless the hash is known, and returns the
+	// record stored under it.
+	insert(ctx context.Context, hash [32]byte, t Token) (Token, error)
+	// list returns every record.
+	list(ctx context.Context) ([]Token, error)
+	// remove deletes the record with the id; false when there is none.
+	remove(ctx context.Context, id string) (bool, error)
+}
 
 // Store keeps tokens.
-type Store struct {
-	db     *sql.DB
-	mu     sync.RWMutex
-	byHash map[[32]byte]Token
-}
-
-// Open prepares the table in db and loads the tokens.
-func Open(ctx context.Context, db *sql.DB) (*Store, error) {
-	if err := sqlitedb.Migrate(ctx, db, "tokens", schema); err != nil {
-		return nil, err
-	}
-	s := &Store{db: db, byHash: map[[32]byte]Token{}}
-	rows, err := db.QueryContext(ctx, `SELECT id, hash, name, role, created_at FROM api_tokens`)
-	if err != nil {
-		return nil, fmt.Errorf("tokens: load: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var t Token
-		var hash []byte
-		var created int64
-		if err := rows.Scan(&t.ID, &hash, &t.Name, &t.Role, &created); err != nil {
-			return nil, fmt.Errorf("tokens: load: %w", err)
-		}
-		t.CreatedAt = time.UnixMilli(created).UTC()
-		s.byHash[[32]byte(hash)] = t
-	}
-	return s, rows.Err()
-}
+type Store struct{ b backend }
 
 // Create makes a new token and returns it with its secret, the only time
 // the secret is known.
@@ -107,81 +83,61 @@ func (s *Store) Add(ctx context.Context, secret, name string, role Role) (Token,
 	if len(secret) < 16 {
 		return Token{}, errors.New("tokens: a token needs at least 16 characters")
 	}
-	hash := sha256.Sum256([]byte(secret))
-	if t, ok := s.lookup(hash); ok {
-		return t, nil
-	}
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return Token{}, fmt.Errorf("tokens: %w", err)
 	}
 	t := Token{ID: hex.EncodeToString(id[:]), Name: name, Role: role, CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO api_tokens (id, hash, name, role, created_at) VALUES (?, ?, ?, ?, ?)`,
-		t.ID, hash[:], t.Name, string(t.Role), t.CreatedAt.UnixMilli())
-	if err != nil {
-		return Token{}, fmt.Errorf("tokens: create: %w", err)
+	return s.b.insert(ctx, sha256.Sum256([]byte(secret)), t)
+}
+
+// Lookup finds the token of a secret; ErrNotFound when it is none.
+func (s *Store) Lookup(ctx context.Context, secret string) (Token, error) {
+	t, ok, err := s.b.lookup(ctx, sha256.Sum256([]byte(secret)))
+	switch {
+	case err != nil:
+		return Token{}, err
+	case !ok:
+		return Token{}, ErrNotFound
 	}
-	s.mu.Lock()
-	s.byHash[hash] = t
-	s.mu.Unlock()
 	return t, nil
 }
 
-// Lookup finds the token of a secret.
-func (s *Store) Lookup(secret string) (Token, bool) {
-	return s.lookup(sha256.Sum256([]byte(secret)))
-}
-
-func (s *Store) lookup(hash [32]byte) (Token, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t, ok := s.byHash[hash]
-	return t, ok
-}
-
 // List returns every token, oldest first.
-func (s *Store) List() []Token {
-	s.mu.RLock()
-	out := make([]Token, 0, len(s.byHash))
-	for _, t := range s.byHash {
-		out = append(out, t)
+func (s *Store) List(ctx context.Context) ([]Token, error) {
+	out, err := s.b.list(ctx)
+	if err != nil {
+		return nil, err
 	}
-	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
 			return out[i].CreatedAt.Before(out[j].CreatedAt)
 		}
 		return out[i].ID < out[j].ID
 	})
-	return out
+	return out, nil
 }
 
 // Count returns how many tokens have the role.
-func (s *Store) Count(role Role) int {
+func (s *Store) Count(ctx context.Context, role Role) (int, error) {
+	all, err := s.b.list(ctx)
 	n := 0
-	for _, t := range s.List() {
+	for _, t := range all {
 		if t.Role == role {
 			n++
 		}
 	}
-	return n
+	return n, err
 }
 
 // Delete removes a token; ErrNotFound when there is none with that id.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM api_tokens WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("tokens: delete: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	ok, err := s.b.remove(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
 		return ErrNotFound
 	}
-	s.mu.Lock()
-	for h, t := range s.byHash {
-		if t.ID == id {
-			delete(s.byHash, h)
-		}
-	}
-	s.mu.Unlock()
 	return nil
 }

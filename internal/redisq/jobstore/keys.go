@@ -1,0 +1,55 @@
+package jobstore
+
+import (
+	"strconv"
+
+	"github.com/usherhq/usher/internal/redisq"
+)
+
+// names are the store's keys under the prefix (docs/redis.md, "Generic
+// jobs").
+type names struct {
+	prefix    string
+	ids       string    // zset: every job id, score = id
+	states    [5]string // zsets by stored state code: ids, score = id
+	finished  string    // zset: finished job ids, score = finish time (unix ms)
+	queues    string    // hash: queue name → queue JSON
+	limits    string    // hash: key pattern → limit
+	workflows string    // hash: workflow id → name
+	wfCreated string    // zset: workflow ids, score = creation time (unix ms)
+	next      string    // hash: "job", "workflow" → the next id
+}
+
+// Stored state codes, as the SQLite store numbers them: unfinished jobs
+// are queued (waiting, delayed or queued: the engine tells them apart) or
+// running.
+const (
+	stQueued = iota
+	stRunning
+	stSucceeded
+	stFailed
+	stCancelled
+)
+
+var stateNames = [5]string{"queued", "running", "succeeded", "failed", "cancelled"}
+
+func newNames(k redisq.Keys) names {
+	p := k.Prefix() + "jobs."
+	n := names{prefix: k.Prefix(), ids: p + "ids", finished: p + "finished", queues: p + "queues",
+		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next"}
+	for i, s := range stateNames {
+		n.states[i] = p + "state:" + s
+	}
+	return n
+}
+
+// job is a job's hash.
+func (n names) job(id int64) string { return n.prefix + "job:" + strconv.FormatInt(id, 10) }
+
+// queue is the zset of the ids of a queue's jobs.
+func (n names) queue(name string) string { return n.prefix + "jobs.queue:" + name }
+
+// workflow is the zset of the ids of a workflow's jobs.
+func (n names) workflow(id int64) string {
+	return n.prefix + "jobs.workflow:" + strconv.FormatInt(id, 10)
+}

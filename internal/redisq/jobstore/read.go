@@ -1,0 +1,246 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/usherhq/usher/internal/jobs"
+)
+
+// readChunk is how many job hashes one pipeline reads.
+const readChunk = 500
+
+// Load implements jobs.Store.
+func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
+	snap := &jobs.Snapshot{}
+	if err := s.loadConfig(ctx, snap); err != nil {
+		return nil, err
+	}
+	if err := s.loadJobs(ctx, snap); err != nil {
+		return nil, err
+	}
+	next, err := s.rdb.HMGet(ctx, s.k.next, "job", "workflow").Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis jobstore: load ids: %w", err)
+	}
+	if snap.NextJob, err = counter(next[0]); err == nil {
+		snap.NextWorkflow, err = counter(next[1])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis jobstore: load ids from %s: %w", s.k.next, err)
+	}
+	return snap, nil
+}
+
+// counter reads a next-id field: absent is 1.
+func counter(v any) (int64, error) {
+	str, ok := v.(string)
+	if !ok {
+		return 1, nil
+	}
+	n, err := strconv.ParseInt(str, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%q is not a positive integer", str)
+	}
+	return n, nil
+}
+
+func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
+	queues, err := s.rdb.HGetAll(ctx, s.k.queues).Result()
+	if err != nil {
+		return fmt.Errorf("redis jobstore: load queues: %w", err)
+	}
+	for name, spec := range queues {
+		var q jobs.Queue
+		if err := json.Unmarshal([]byte(spec), &q); err != nil {
+			return fmt.Errorf("redis jobstore: load queue %q: %w", name, err)
+		}
+		snap.Queues = append(snap.Queues, q)
+	}
+	sort.Slice(snap.Queues, func(i, j int) bool { return snap.Queues[i].Name < snap.Queues[j].Name })
+	limits, err := s.rdb.HGetAll(ctx, s.k.limits).Result()
+	if err != nil {
+		return fmt.Errorf("redis jobstore: load limits: %w", err)
+	}
+	for pattern, v := range limits {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("redis jobstore: load limit %q: %q is not an integer", pattern, v)
+		}
+		snap.Limits = append(snap.Limits, jobs.KeyLimit{Pattern: pattern, Limit: n})
+	}
+	sort.Slice(snap.Limits, func(i, j int) bool { return snap.Limits[i].Pattern < snap.Limits[j].Pattern })
+	return nil
+}
+
+// loadJobs reads the unfinished jobs (queued and running) in id order.
+func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
+	var ids []int64
+	for _, key := range []string{s.k.states[stQueued], s.k.states[stRunning]} {
+		members, err := s.rdb.ZRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			return fmt.Errorf("redis jobstore: load jobs: %w", err)
+		}
+		more, err := parseIDs(key, members)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, more...)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	unfinished := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		unfinished[id] = true
+	}
+	all, err := s.read(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, st := range all {
+		if st != nil && st.state <= stRunning {
+			snap.Jobs = append(snap.Jobs, st.record(unfinished))
+		}
+	}
+	return nil
+}
+
+func parseIDs(key string, members []string) ([]int64, error) {
+	ids := make([]int64, len(members))
+	for i, m := range members {
+		n, err := strconv.ParseInt(m, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis jobstore: %s: member %q is not a job id", key, m)
+		}
+		ids[i] = n
+	}
+	return ids, nil
+}
+
+// read reads the hashes of ids in pipelines; a job that is gone is nil.
+func (s *Store) read(ctx context.Context, ids []int64) ([]*stored, error) {
+	out := make([]*stored, 0, len(ids))
+	for start := 0; start < len(ids); start += readChunk {
+		part := ids[start:min(start+readChunk, len(ids))]
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(part))
+		for i, id := range part {
+			cmds[i] = pipe.HGetAll(ctx, s.k.job(id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("redis jobstore: read jobs: %w", err)
+		}
+		for i, c := range cmds {
+			if len(c.Val()) == 0 {
+				out = append(out, nil)
+				continue
+			}
+			st, err := parseJob(part[i], c.Val())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// Job implements jobs.Store.
+func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
+	h, err := s.rdb.HGetAll(ctx, s.k.job(id)).Result()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("redis jobstore: job %d: %w", id, err)
+	}
+	if len(h) == 0 {
+		return jobs.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
+	}
+	st, err := parseJob(id, h)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	return st.job(), nil
+}
+
+// Jobs implements jobs.Store. It pages through the narrowest index the
+// filter names (workflow, queue, state, or every job) and checks the
+// other conditions on each job read.
+func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
+	out := []jobs.Job{}
+	index, ok := s.index(f)
+	if !ok || f.Limit <= 0 {
+		return out, nil
+	}
+	for after := f.After; len(out) < f.Limit; {
+		members, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index, ByScore: true,
+			Start: "(" + strconv.FormatInt(after, 10), Stop: "+inf", Count: int64(max(f.Limit-len(out), readChunk))}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis jobstore: list jobs: %w", err)
+		}
+		if len(members) == 0 {
+			return out, nil
+		}
+		ids, err := parseIDs(index, members)
+		if err != nil {
+			return nil, err
+		}
+		all, err := s.read(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range all {
+			if st != nil && matches(st, f) && len(out) < f.Limit {
+				out = append(out, st.job())
+			}
+		}
+		after = ids[len(ids)-1]
+	}
+	return out, nil
+}
+
+// index picks the zset to page through; false when no job can match.
+func (s *Store) index(f jobs.Filter) (string, bool) {
+	switch {
+	case f.Workflow != "":
+		n, err := strconv.ParseInt(f.Workflow, 10, 64)
+		return s.k.workflow(n), err == nil && n > 0
+	case f.Queue != "":
+		return s.k.queue(f.Queue), true
+	case f.State != "":
+		c := stateCode(f.State)
+		if c < 0 {
+			return "", false
+		}
+		return s.k.states[c], true
+	}
+	return s.k.ids, true
+}
+
+func matches(st *stored, f jobs.Filter) bool {
+	return (f.Queue == "" || st.spec.Queue == f.Queue) &&
+		(f.State == "" || stateCode(f.State) == st.state) &&
+		(f.Workflow == "" || workflowIs(st.workflow, f.Workflow))
+}
+
+func workflowIs(wf int64, s string) bool {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n == wf
+}
+
+// WorkflowInfo implements jobs.Store.
+func (s *Store) WorkflowInfo(ctx context.Context, id int64) (string, error) {
+	name, err := s.rdb.HGet(ctx, s.k.workflows, strconv.FormatInt(id, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", &jobs.FieldError{Msg: fmt.Sprintf("no workflow %d", id), Kind: jobs.ErrNotFound}
+	}
+	if err != nil {
+		return "", fmt.Errorf("redis jobstore: workflow %d: %w", id, err)
+	}
+	return name, nil
+}
