@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/redisq/jobsrole"
 	"github.com/usherhq/usher/internal/redisq/scheduler"
 )
 
@@ -17,10 +21,17 @@ type schedulerOptions struct {
 	redisURL, prefix, node string
 	mediumLimit, slowLimit int
 	logLevel               slog.Level
+
+	// Generic jobs: /v1 served by the leader.
+	listen, advertise          string
+	jobTiers                   string
+	agentLease                 time.Duration
+	maxBody                    byteSize
+	adminToken, adminTokenFile string
 }
 
 func newSchedulerCommand() *cobra.Command {
-	o := schedulerOptions{}
+	o := schedulerOptions{jobTiers: "fast=1m,medium=10m@50%,slow=1h@25%", maxBody: 32 << 20}
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the Redis mode's scheduler (one leads, the others stand by)",
@@ -29,7 +40,12 @@ func newSchedulerCommand() *cobra.Command {
 rebuilds the scheduling core from Redis and decides for every queue server
 and backend of the deployment (tiers, downgrades, halts, interactive
 denials, queue estimates), while the others stand by and take over within
-5 s when it dies. On SIGINT or SIGTERM it gives the lease up.`,
+5 s when it dies. On SIGINT or SIGTERM it gives the lease up.
+
+The leader also runs the generic jobs of /v1 (queues, jobs, workflows,
+agents) from their Redis store and serves them on --listen; it publishes
+--advertise in Redis, and every 'usher serve --redis' passes /v1 to it.
+On first start an admin token is written to --admin-token-file.`,
 		Example: `  # two schedulers on one Redis: one leads, the other stands by
   usher scheduler --redis redis://redis:6379 --node sched-a
   usher scheduler --redis redis://redis:6379 --node sched-b
@@ -49,6 +65,13 @@ denials, queue estimates), while the others stand by and take over within
 	f.IntVar(&o.mediumLimit, "medium-limit", 0, "most medium-or-slow tasks running at once (0: half the backends, rounded up)")
 	f.IntVar(&o.slowLimit, "slow-limit", 0, "most slow tasks running at once (0: a quarter of the backends, rounded up)")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8090", "where the leader serves /v1 for the queue servers")
+	f.StringVar(&o.advertise, "advertise", "", "host:port the queue servers reach --listen at (default: the listen address)")
+	f.StringVar(&o.jobTiers, "job-tiers", o.jobTiers, "duration tiers of generic jobs, fastest first: name=duration[@limit|@share%],...")
+	f.DurationVar(&o.agentLease, "agent-lease", 30*time.Second, "how long an agent's lease lasts after each call")
+	f.Var(&o.maxBody, "max-body", "largest /v1 request body")
+	f.StringVar(&o.adminToken, "admin-token", "", "make this string an admin token of /v1 (at least 16 characters)")
+	f.StringVar(&o.adminTokenFile, "admin-token-file", "usher-admin.token", "where a new admin token is written when none exists")
 	envFallback(cmd, "USHER_SCHEDULER_")
 	return cmd
 }
@@ -63,15 +86,57 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer rdb.Close()
+	jobsRole, ln, err := o.jobsRole(ctx, rdb, log)
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	defer ln.Close()
 	s, err := scheduler.New(scheduler.Config{Client: rdb, Prefix: o.prefix, Node: o.node,
-		Tiers: asyqueue.Tiers(o.mediumLimit, o.slowLimit), Logger: log})
+		Tiers: asyqueue.Tiers(o.mediumLimit, o.slowLimit), Logger: log, WhileLeading: jobsRole.WhileLeading})
 	if err != nil {
 		return err
 	}
+	served := make(chan error, 1)
+	go func() { served <- jobsRole.Serve(ctx) }()
+	log.Info("scheduler: /v1 listening", "addr", ln.Addr().String())
 	if err := s.Run(ctx); err != nil {
+		return err
+	}
+	if err := <-served; err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	return s.Resign(rctx)
+}
+
+// jobsRole opens the listener of /v1 and the role that serves it while
+// this node leads.
+func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) (*jobsrole.Role, net.Listener, error) {
+	tiers, err := jobs.ParseTiers(o.jobTiers)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--job-tiers: %w", err)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return nil, nil, err
+	}
+	advertise := o.advertise
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	if host, _, err := net.SplitHostPort(advertise); err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
+		ln.Close()
+		return nil, nil, fmt.Errorf("--advertise %q: the queue servers need a host they can reach (set --advertise)", advertise)
+	}
+	role, err := jobsrole.New(ctx, jobsrole.Config{
+		Client: rdb, Keys: redisq.NewKeys(o.prefix), Listener: ln, Advertise: "http://" + advertise,
+		Tiers: tiers, LeaseTTL: o.agentLease, MaxBody: int64(o.maxBody),
+		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return role, ln, nil
 }

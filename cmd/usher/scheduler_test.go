@@ -24,7 +24,8 @@ func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
 	root := newRootCommand()
 	stderr := &lockedBuffer{}
 	root.SetErr(stderr)
-	root.SetArgs([]string{"scheduler", "--redis", srv.URL(), "--redis-prefix", "{test}:", "--node", "n1", "--slow-limit", "1"})
+	root.SetArgs([]string{"scheduler", "--redis", srv.URL(), "--redis-prefix", "{test}:", "--node", "n1", "--slow-limit", "1",
+		"--listen", "127.0.0.1:0", "--admin-token", "usher_cmd-test-admin-token"})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)

@@ -31,7 +31,8 @@ func buildUsher(t *testing.T) string {
 // startProcess runs `usher scheduler` as a child process until the test ends.
 func (e *env) startProcess(bin, node string) *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(bin, "scheduler", "--redis", e.url, "--node", node, "--log-level", "debug")
+	cmd := exec.Command(bin, "scheduler", "--redis", e.url, "--node", node, "--log-level", "debug",
+		"--listen", "127.0.0.1:0", "--admin-token", "usher_process-test-admin-token")
 	cmd.Stderr = e.logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
