@@ -50,7 +50,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'Protocol$$' -benchmem ./internal/backend/
 	$(GO) test -run '^$$' -bench BackendVsAsy -benchtime 30x ./internal/backend/
 	$(GO) test -run '^$$' -bench Overhead -benchtime 30x ./internal/sandbox/
-	$(GO) test -run '^$$' -bench 'Render3D|DisplayCost2D' -benchtime 20x ./internal/sandbox/
+	$(GO) test -run '^$$' -bench 'Render3D|DisplayCost2D' -benchtime 20x -timeout 0 ./internal/sandbox/
 	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60

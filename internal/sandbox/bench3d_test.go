@@ -27,13 +27,15 @@ type variant struct {
 	run  func(b *testing.B) cost
 }
 
-// BenchmarkRender3D renders sphere3D in each format six ways, interleaved
+// BenchmarkRender3D renders sphere3D in each format seven ways, interleaved
 // (the order rotates every iteration) so that the load of a shared machine
 // hits all alike:
 //
 //	opengl        the Runner as shipped: sandbox, a private Xvfb, OpenGL
 //	              (llvmpipe), Mesa's shader cache copied from New's
 //	opengl-cold   the same with an empty shader cache
+//	opengl-ready  the same, asy started only once Xvfb is ready (before
+//	              the overlap of display.go)
 //	vector        the Runner with asy -render=0: sandbox, no display, vector 3D
 //	bare-opengl   asy by hand outside the sandbox, on an Xvfb started once
 //	              (shader cache warm in the user's HOME)
@@ -42,14 +44,17 @@ type variant struct {
 //
 // It reports each one's median wall and CPU time and the medians of the
 // per-iteration ratios opengl/bare-opengl (the sandbox's and the private
-// display's cost), opengl/xvfb-run, opengl-cold/opengl (the shader cache
-// template's gain) and vector/opengl. Run it with
+// display's cost), opengl/xvfb-run, opengl-ready/bare-opengl and
+// opengl/opengl-ready (the overlap's gain), opengl-cold/opengl (the
+// shader cache template's gain) and vector/opengl. Run it with
 //
 //	go test -run '^$' -bench Render3D -benchtime 20x ./internal/sandbox/
 func BenchmarkRender3D(b *testing.B) {
 	gl := newRunner(b, Limits{})
 	cold := newRunner(b, Limits{})
 	cold.shaderCache = nil
+	ready := newRunner(b, Limits{})
+	ready.displayReady = true
 	vec := newRunner(b, Limits{})
 	vec.render3D = render3DVector
 	display := hostDisplay(b)
@@ -59,6 +64,7 @@ func BenchmarkRender3D(b *testing.B) {
 			costs := interleave(b, []variant{
 				{"opengl", runnerVariant(gl, sphere3D, format)},
 				{"opengl-cold", runnerVariant(cold, sphere3D, format)},
+				{"opengl-ready", runnerVariant(ready, sphere3D, format)},
 				{"vector", runnerVariant(vec, sphere3D, format)},
 				{"bare-opengl", bare(nil, "DISPLAY="+display)},
 				{"xvfb-run", bare([]string{"/usr/bin/xvfb-run", "-a", "-s", "-nolisten tcp -screen 0 " + displayScreen}, "")},
@@ -67,6 +73,8 @@ func BenchmarkRender3D(b *testing.B) {
 			report(b, costs)
 			reportRatio(b, costs, "opengl", "bare-opengl")
 			reportRatio(b, costs, "opengl", "xvfb-run")
+			reportRatio(b, costs, "opengl-ready", "bare-opengl")
+			reportRatio(b, costs, "opengl", "opengl-ready")
 			reportRatio(b, costs, "opengl-cold", "opengl")
 			reportRatio(b, costs, "vector", "opengl")
 		})

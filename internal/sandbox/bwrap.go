@@ -32,7 +32,7 @@ const (
 // tools are the programs a run needs, as absolute host paths. All but
 // bwrap live under /usr, which is mounted at the same place inside.
 type tools struct {
-	bwrap, asy, prlimit, sh, stdbuf, xvfb string
+	bwrap, asy, prlimit, sh, bash, stdbuf, xvfb string
 }
 
 // rootLinks are the top-level names that merged-/usr systems make links

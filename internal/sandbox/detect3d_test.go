@@ -1,7 +1,10 @@
 package sandbox
 
 import (
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -99,5 +102,23 @@ func TestDisplayOnlyFor3D(t *testing.T) {
 		if got := slices.Contains(argv, "/usr/bin/Xvfb"); got != tc.want {
 			t.Errorf("%s %q: Xvfb started %v, want %v (%q)", tc.format, tc.src, got, tc.want, argv)
 		}
+	}
+}
+
+// An Xvfb that cannot start fails the task with code 70 and says so, in
+// the sandbox and in insecure mode (a stand-in Xvfb that exits at once),
+// and a task still renders afterwards.
+func TestDisplayThatCannotStartIsReported(t *testing.T) {
+	for _, insecure := range []bool{false, true} {
+		t.Run(fmt.Sprint("insecure=", insecure), func(t *testing.T) {
+			r := newRunner(t, Limits{})
+			r.insecure, r.log = insecure, slog.New(slog.DiscardHandler)
+			r.tools.xvfb = "/usr/bin/false"
+			o, s := runTask(t, r, mainTask(figures3D[0].src))
+			wantOutcome(t, o, false, exitCodeText(displayExitCode), s)
+			if !strings.Contains(s.text(""), "the virtual display for 3D rendering (Xvfb) did not start") {
+				t.Fatalf("output %q does not say that Xvfb did not start", s.text(""))
+			}
+		})
 	}
 }

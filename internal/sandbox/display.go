@@ -10,9 +10,9 @@ import "strconv"
 // without OSMesa, so there is no offscreen rendering.
 //
 // So every task that may render 3D (detect3d.go) gets its own virtual
-// display: an Xvfb started inside the task's sandbox, before asy, by the
+// display: an Xvfb started inside the task's sandbox, alongside asy, by the
 // sandbox's PID 1 (displayScript). Its
-// only socket is /tmp/.X11-unix/X<n> in the task's private /tmp (no TCP, no
+// only socket is /tmp/.X11-unix/X0 in the task's private /tmp (no TCP, no
 // abstract socket; the sandbox has its own network namespace anyway), so no
 // other task can reach it, and it dies with the task like every process of
 // the sandbox. OpenGL runs in asy's own process through Mesa's software
@@ -48,25 +48,60 @@ const (
 	displayScreen = "1024x768x24"
 )
 
-// displayScript is run by sh as the sandbox's PID 1 (or, in insecure mode,
-// as asy's parent): sh -c displayScript sh <Xvfb> <scratch dir> <stop>
-// <command…>.
+// displayScript is run by bash as the sandbox's PID 1: bash -c
+// displayScript bash <Xvfb> <scratch dir> <wait> <command…>.
 //
-// It starts Xvfb, which picks a free display number and writes it to
-// -displayfd once it accepts connections: the read on the FIFO is the
-// synchronisation, and it ends early (empty) if Xvfb dies before that. Then
-// it runs the command with DISPLAY set and exits with its status. In the
-// sandbox the kernel kills Xvfb when PID 1 exits; in insecure mode (stop
-// is "stop") Xvfb gets SIGTERM and is waited for, so that it removes its
-// socket and lock file from the host's /tmp.
+// It starts Xvfb on display :0 (the sandbox's /tmp is private, so :0 is
+// always free there) and, with wait "socket", starts the command as soon
+// as Xvfb's socket exists, not when Xvfb is ready: Xvfb creates its
+// socket about 10 ms into its start, before the slow part (loading Mesa's
+// swrast_dri.so for GLX, 40-300 ms), and a client that connects meanwhile
+// waits in the listen queue until Xvfb serves it. asy connects only when
+// it renders, after loading module three, so Xvfb's start overlaps asy's
+// instead of preceding it (docs/benchmarks.md). With wait "ready" (the
+// benchmarks' baseline) the command starts once Xvfb has written its
+// display number to -displayfd, i.e. is ready.
+//
+// The wait checks every 2 ms (read -t on the -displayfd FIFO: no CPU
+// spent, no process forked). If Xvfb dies first, the script prints
+// Xvfb's log and exits 70; if Xvfb dies later, asy cannot render (No
+// image output, or asy's error) and the script adds Xvfb's log to stderr.
+// PID 1 keeps the FIFO open (Xvfb stops if it cannot write its number);
+// the command does not get it. The kernel kills Xvfb when PID 1 exits.
 //
 // Environment of the command only: DISPLAY, LP_NUM_THREADS (see
 // llvmpipeThreads) and MESA_SHADER_CACHE_DIR: Mesa would look for its
 // shader cache in the passwd entry's home directory, and the sandbox has
 // no /etc/passwd, so it must be told; it uses $HOME/.cache/mesa_shader_cache,
 // which starts as a copy of New's (shadercache.go).
-var displayScript = `x=$1 d=$2 stop=$3
+var displayScript = `x=$1 d=$2 wait=$3
 shift 3
+xlog() { echo "usher: the virtual display for 3D rendering (Xvfb) $1:" >&2; cat "$d/.x-log" >&2; }
+mkfifo -m 600 "$d/.x-ready" && exec 9<>"$d/.x-ready" || exit ` + strconv.Itoa(displayExitCode) + `
+"$x" :0 -displayfd 9 -nolisten tcp -nolisten local -noreset -screen 0 ` + displayScreen + ` \
+	</dev/null >/dev/null 2>"$d/.x-log" &
+xpid=$!
+n=
+until [ -n "$n" ] || { [ "$wait" = socket ] && [ -S /tmp/.X11-unix/X0 ]; }; do
+	kill -0 $xpid 2>/dev/null || { xlog "did not start"; exit ` + strconv.Itoa(displayExitCode) + `; }
+	read -r -t 0.002 -u 9 n
+done
+DISPLAY=:0 LP_NUM_THREADS=` + strconv.Itoa(llvmpipeThreads) + ` MESA_SHADER_CACHE_DIR="$HOME/.cache" "$@" 9<&-
+rc=$?
+kill -0 $xpid 2>/dev/null || xlog "stopped"
+exit $rc
+`
+
+// displayScriptInsecure is displayScript for insecure mode, run by sh as
+// asy's parent: sh -c displayScriptInsecure sh <Xvfb> <scratch dir>
+// <command…>. There /tmp is the host's, so Xvfb picks a free display
+// number and writes it to -displayfd once it accepts connections: the
+// read on the FIFO is the synchronisation (the command starts only then),
+// and it ends early (empty) if Xvfb dies before that. At the end Xvfb
+// gets SIGTERM and is waited for, so that it removes its socket and lock
+// file from the host's /tmp.
+var displayScriptInsecure = `x=$1 d=$2
+shift 2
 mkfifo -m 600 "$d/.x-ready" || exit ` + strconv.Itoa(displayExitCode) + `
 "$x" -displayfd 9 -nolisten tcp -nolisten local -noreset -screen 0 ` + displayScreen + ` \
 	9>"$d/.x-ready" </dev/null >/dev/null 2>"$d/.x-log" &
@@ -81,24 +116,27 @@ case $n in
 esac
 DISPLAY=:$n LP_NUM_THREADS=` + strconv.Itoa(llvmpipeThreads) + ` MESA_SHADER_CACHE_DIR="$HOME/.cache" "$@"
 rc=$?
-if [ "$stop" = stop ]; then kill -TERM $xpid && wait $xpid; fi
+kill -TERM $xpid && wait $xpid
 exit $rc
 `
 
 // wrapCommand is argv (stdbuf and asy) wrapped as PID 1's command line:
-// sh and displayScript with an Xvfb when t may render 3D with OpenGL
+// bash and displayScript with an Xvfb when t may render 3D with OpenGL
 // (detect3d.go), else sh running argv and exiting with its status.
-// scratch is where the script keeps Xvfb's FIFO and log: /tmp in the
-// sandbox, the task's HOME in insecure mode.
+// scratch is where the script keeps its FIFO and Xvfb's log: /tmp in the
+// sandbox, the task's HOME in insecure mode (sh and displayScriptInsecure).
 func (r *Runner) wrapCommand(scratch string, t Task, argv []string) []string {
-	if !r.display(t) {
+	switch {
+	case !r.display(t):
 		return append([]string{r.tools.sh, "-c", `"$@"; exit $?`, "sh"}, argv...)
+	case r.insecure:
+		return append([]string{r.tools.sh, "-c", displayScriptInsecure, "sh", r.tools.xvfb, scratch}, argv...)
 	}
-	stop := "keep"
-	if r.insecure {
-		stop = "stop"
+	wait := "socket"
+	if r.displayReady {
+		wait = "ready"
 	}
-	return append([]string{r.tools.sh, "-c", displayScript, "sh", r.tools.xvfb, scratch, stop}, argv...)
+	return append([]string{r.tools.bash, "-c", displayScript, "bash", r.tools.xvfb, scratch, wait}, argv...)
 }
 
 // display reports whether t gets a virtual display. html and v3d never

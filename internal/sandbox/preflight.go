@@ -111,7 +111,7 @@ func (r *Runner) setWorkRoot(root string) error {
 	return nil
 }
 
-// findTools looks up bwrap, asy, prlimit, stdbuf, sh and Xvfb.
+// findTools looks up bwrap, asy, prlimit, stdbuf, sh, bash and Xvfb.
 func (r *Runner) findTools(bwrap string) error {
 	var err error
 	if r.tools.asy, err = lookUnderUsr("asy"); err != nil {
@@ -125,6 +125,9 @@ func (r *Runner) findTools(bwrap string) error {
 	}
 	if r.tools.sh, err = lookUnderUsr("sh"); err != nil {
 		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"dash\")", err))
+	}
+	if r.tools.bash, err = lookUnderUsr("bash"); err != nil {
+		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"bash\")", err))
 	}
 	if r.tools.xvfb, err = lookUnderUsr("Xvfb"); err != nil {
 		return stepError(stepFindTools, fmt.Errorf("%w (install the Debian package \"xvfb\", the virtual display for 3D)", err))

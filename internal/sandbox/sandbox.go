@@ -139,6 +139,10 @@ type Runner struct {
 	rootfs   []string // bubblewrap arguments that build the read-only root
 	render3D render3D // how asy renders 3D; render3DOpenGL but in benchmarks
 	rule3D   rule3D   // which tasks get a virtual display; the zero value: all
+	// displayReady starts asy only once its Xvfb is ready, not as soon as
+	// Xvfb's socket exists (display.go). Only the benchmarks set it, to
+	// compare.
+	displayReady bool
 
 	// shaderCache is the template of Mesa's shader cache copied into each
 	// task's HOME (shadercache.go); shared by Runners, never modified.

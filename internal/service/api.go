@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/shares"
 )
 
 // The web app's JSON endpoints (docs/api.md): what the server offers, and
 // shared projects.
 
-// info is the body of GET /api/info.
+// info is the body of GET /api/info. Formats lists every format /asy
+// accepts, seed 001's svg, pdf and png first (svg, the default, leads), then
+// issue 9's html, eps and v3d.
 type info struct {
 	AsyVersion string   `json:"asyVersion"`
 	Timeouts   []int64  `json:"timeouts"`
@@ -29,7 +33,7 @@ type info struct {
 func (s *Service) apiInfo(w http.ResponseWriter, _ *http.Request) {
 	body := info{
 		AsyVersion: s.asyVersion,
-		Formats:    []string{"svg", "pdf", "png"},
+		Formats:    slices.Clone(sandbox.Formats),
 		MaxFiles:   s.queueCfg.MaxFiles,
 		MaxUpload:  s.queueCfg.MaxUpload,
 		MaxShare:   s.shares.MaxBytes(),

@@ -43,7 +43,7 @@ func TestAPIInfoDescribesTheService(t *testing.T) {
 	if status != http.StatusOK || !strings.HasPrefix(fmt.Sprint(body["asyVersion"]), "Asymptote version") {
 		t.Fatalf("info %d %v", status, body)
 	}
-	if fmt.Sprint(body["timeouts"]) != "[3000 10000 30000]" || fmt.Sprint(body["formats"]) != "[svg pdf png]" {
+	if fmt.Sprint(body["timeouts"]) != "[3000 10000 30000]" || fmt.Sprint(body["formats"]) != "[svg pdf png html eps v3d]" {
 		t.Fatalf("info %v", body)
 	}
 	if body["maxFiles"] != float64(32) || body["maxUpload"] != float64(64<<10) || body["maxShare"] != float64(256<<10) {

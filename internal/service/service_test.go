@@ -89,28 +89,53 @@ func (ts *testService) waitIdle(t *testing.T) {
 	}
 }
 
+// sphere3D is a 3D figure: a task that draws it gets a virtual display.
+const sphere3D = "import three; size(2cm); draw(unitsphere, red);\n"
+
+// Every format /api/info lists compiles through the queue, seed 001's with
+// a 2D figure and issue 9's html, eps and v3d with a 3D one, and a second
+// identical task is answered from the result cache with the same bytes.
 func TestEachFormatCompiles(t *testing.T) {
+	tests := []struct{ name, format, figure string }{
+		{"svg", "svg", quickFigure}, {"pdf", "pdf", quickFigure}, {"png", "png", quickFigure},
+		{"html 3D", "html", sphere3D}, {"eps 3D", "eps", sphere3D}, {"v3d 3D", "v3d", sphere3D}, {"png 3D", "png", sphere3D},
+	}
 	ts := startService(t, 2, nil)
-	magic := map[string][]byte{"svg": []byte("<"), "pdf": []byte("%PDF"), "png": []byte("\x89PNG")}
-	for _, format := range []string{"svg", "pdf", "png"} {
-		t.Run(format, func(t *testing.T) {
-			c := dial(t, ts.srv)
-			c.compile(quickFigure, map[string]any{"format": format})
-			all := c.rest()
-			if got := verbs(all); strings.Join(got, " ") != "queue result complete" {
-				t.Fatalf("messages %v, want queue result complete", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first := compileResult(t, ts, tt.figure, tt.format)
+			again := compileResult(t, ts, tt.figure, tt.format)
+			if !bytes.Equal(first, again) {
+				t.Fatalf("the cached %s differs from the first run's", tt.format)
 			}
-			if all[0].body["passed"] != true {
-				t.Fatalf("queue = %v, want passed", all[0].body)
-			}
-			if all[1].body["format"] != format || !bytes.HasPrefix(bytes.TrimSpace(all[1].payload), magic[format]) {
-				t.Fatalf("result %v starts %q", all[1].body, all[1].payload[:min(8, len(all[1].payload))])
-			}
-			if done := all[2].body; done["success"] != true || done["time"] == nil {
-				t.Fatalf("complete = %v, want success with a time", done)
+			if tt.format == "html" && bytes.Contains(bytes.ToLower(first), []byte("<script src")) {
+				t.Fatal("the html result loads a script from elsewhere; asy -offline inlines it")
 			}
 		})
 	}
+}
+
+// compileResult runs figure in format through the queue, checks the
+// messages (queue, one result of that format, a successful complete) and
+// returns the result's bytes.
+func compileResult(t *testing.T, ts *testService, figure, format string) []byte {
+	t.Helper()
+	c := dial(t, ts.srv)
+	c.compile(figure, map[string]any{"format": format})
+	all := c.rest()
+	if got := verbs(all); strings.Join(got, " ") != "queue result complete" {
+		t.Fatalf("messages %v, want queue result complete", got)
+	}
+	if all[0].body["passed"] != true {
+		t.Fatalf("queue = %v, want passed", all[0].body)
+	}
+	if all[1].body["format"] != format || !sandbox.HasMagic(format, all[1].payload) {
+		t.Fatalf("result %v starts %q", all[1].body, all[1].payload[:min(16, len(all[1].payload))])
+	}
+	if done := all[2].body; done["success"] != true || done["time"] == nil {
+		t.Fatalf("complete = %v, want success with a time", done)
+	}
+	return all[1].payload
 }
 
 func TestSyntaxErrorReportsAsyMessageAndCode(t *testing.T) {

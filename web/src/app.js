@@ -6,6 +6,7 @@ import { setDiagnostics, lintGutter } from "@codemirror/lint";
 import { oneDarkish, lightish } from "./theme.js";
 import { asymptote } from "./asy.js";
 import { compile } from "./protocol.js";
+import { is3D, frameOf } from "./view3d.js";
 
 const $ = (id) => document.getElementById(id);
 const DEFAULT = { files: [{ filename: "main.asy", main: true, content: "size(4cm);\ndraw(unitcircle, blue);\nlabel(\"$O$\", (0,0));\n" }], current: "main.asy" };
@@ -14,7 +15,10 @@ const sharedId = (location.pathname.match(/^\/s\/([^/]+)$/) || [])[1];
 let project = sharedId ? null : JSON.parse(localStorage.getItem("usher.project") || "null") || structuredClone(DEFAULT);
 let readOnly = !!sharedId;
 const themeC = new Compartment(), roC = new Compartment();
-let task = null, liveTimer = null, elapsedTimer = null, resultURL = null, lastResult = null;
+let task = null, liveTimer = null, elapsedTimer = null;
+// resultURL is what the output pane shows (shownHTML its text when html);
+// fileResult {url, name} is what download saves.
+let resultURL = null, shownHTML = null, fileResult = null;
 
 function save() { if (!readOnly) localStorage.setItem("usher.project", JSON.stringify(project)); }
 function currentFile() { return project.files.find((f) => f.filename === project.current) || project.files[0]; }
@@ -168,40 +172,107 @@ function queuedText(m) {
   const pos = m.position !== undefined ? ` #${m.position + 1} in line,` : "";
   return `queued:${pos} ETA ${m.estimate !== undefined ? (m.estimate / 1000).toFixed(1) + " s" : "unknown"}`;
 }
+// run compiles the project. A 3D project (view3d.js) is shown as asy's
+// WebGL page (format html, interactive); the format chosen is compiled
+// alongside for download, as a separate task (its output is kept apart:
+// it repeats the view's). A live preview compiles only what is shown
+// (svg, or html for 3D). The status reaches done or failed when every
+// task of the run has ended.
 function run(live) {
   if (task) task.cancel();
   clearInterval(elapsedTimer);
   if (live === false) clearTimeout(liveTimer);
-  const format = live ? "svg" : $("format").value;
+  const chosen = live ? "svg" : $("format").value;
   const timeout = live ? 3000 : +$("timeout").value;
+  const viewFmt = is3D(project.files) ? "html" : chosen;
+  const fileFmt = live ? viewFmt : chosen;
   diagnostics = []; partial = {}; $("console").textContent = ""; markErrors();
   setStatus("connecting…"); $("stop").disabled = false;
+  clearFile();
+  const me = { parts: [], ends: {}, fileFmt, fileOutput: "", cancel() { for (const p of this.parts) p.cancel(); } };
   const mine = (f) => (...a) => { if (task === me) f(...a); };
-  const me = compile(projectFiles(), { timeout, format }, {
+  const files = projectFiles(), opts = (format) => ({ timeout, format });
+  me.parts.push(compile(files, opts(viewFmt), {
     queue: mine((m) => {
       if (!m.passed) { setStatus(queuedText(m)); return; }
       setStatus("running"); startElapsed();
     }),
     output: mine(consoleChunk),
-    result: mine(showResult),
-    complete: mine((m) => settle(m.success ? `done in ${m.time ?? "?"} ms` : `failed: ${m.error || "error"}`)),
-    denied: mine((m) => settle("denied: " + m.error)),
-    closed: mine(() => settle("connection closed")),
-  });
+    result: mine((bytes, fmt) => { showResult(bytes, fmt); if (fileFmt === viewFmt) keepFile(bytes, fmt); }),
+    ...ending(me, "view", mine, (m) => m.success ? `done in ${m.time ?? "?"} ms` : `failed: ${m.error || "error"}`),
+  }));
+  if (fileFmt !== viewFmt) {
+    me.parts.push(compile(files, opts(fileFmt), {
+      output: mine((text) => { me.fileOutput += text; }),
+      result: mine(keepFile),
+      ...ending(me, "file", mine, (m) => m.success ? "" : m.error || "error"),
+    }));
+  }
   task = me;
 }
+// ending is the handlers that end one task of a run: complete (its text
+// from done(m)), denied, closed. The run settles once each of its tasks
+// has ended.
+function ending(me, part, mine, done) {
+  const end = (text) => {
+    me.ends[part] = text;
+    if (Object.keys(me.ends).length === me.parts.length) finish(me);
+    else if (part === "view" && /^done/.test(text)) setStatus(`rendering ${me.fileFmt} for download…`);
+  };
+  return {
+    complete: mine((m) => end(done(m))),
+    denied: mine((m) => end("denied: " + m.error)),
+    closed: mine(() => end("connection closed")),
+  };
+}
+// finish settles a run. A failure of the download's task is news only
+// when the view succeeded (else it is the same error twice): then its
+// output goes to the console and the status says which format failed.
+function finish(me) {
+  const { view, file } = me.ends;
+  if (!file || !/^done/.test(view)) { settle(view); return; }
+  consoleAppend(`--- ${me.fileFmt} for download:\n` + me.fileOutput);
+  settle(`failed: ${me.fileFmt}: ${file} (view ${view})`);
+}
 
-const MIME = { svg: "image/svg+xml", png: "image/png", pdf: "application/pdf", eps: "application/postscript" };
+// The format menu's names where the format alone says too little.
+const FORMAT_LABELS = { html: "html (interactive 3D)", v3d: "v3d (asy's 3D scene)" };
+const MIME = { svg: "image/svg+xml", png: "image/png", pdf: "application/pdf", eps: "application/postscript", html: "text/html", v3d: "application/octet-stream" };
 function resultName(fmt) { return (project.files.find((f) => f.main)?.filename || "figure").replace(/\.asy$/, "") + "." + fmt; }
+function blobURL(bytes, fmt) { return URL.createObjectURL(new Blob([bytes], { type: MIME[fmt] || "application/octet-stream" })); }
+// showResult shows a result in the output pane: svg and png in an <img>,
+// pdf in the browser's viewer, html (asy's WebGL page) in a sandboxed
+// frame, eps and v3d as a link.
 function showResult(bytes, fmt) {
   if (resultURL) URL.revokeObjectURL(resultURL);
-  lastResult = { fmt, name: resultName(fmt) };
-  const type = MIME[fmt] || "application/octet-stream";
-  resultURL = URL.createObjectURL(new Blob([bytes], { type }));
+  resultURL = blobURL(bytes, fmt);
+  shownHTML = fmt === "html" ? new TextDecoder().decode(bytes) : null;
   const box = $("result"); box.textContent = "";
-  box.append(fmt === "svg" || fmt === "png" ? imageOf(fmt) : objectOf(fmt, type));
+  if (fmt === "svg" || fmt === "png") box.append(imageOf(fmt));
+  else if (fmt === "pdf") box.append(objectOf(fmt, MIME.pdf));
+  else if (fmt === "html") box.append(frameOf(shownHTML, FRAME_TITLE));
+  else box.append(linkOf(fmt));
+  $("reset-view").hidden = fmt !== "html";
+}
+const FRAME_TITLE = "3D figure: drag to rotate, wheel or shift-drag to zoom, reset view (or the h key) to go back";
+// resetView reloads the 3D frame: the figure returns to its first view.
+function resetView() {
+  const old = $("result").querySelector("iframe");
+  if (old && shownHTML !== null) old.replaceWith(frameOf(shownHTML, FRAME_TITLE));
+}
+// clearFile forgets the last download until the next result arrives.
+function clearFile() {
+  if (fileResult) URL.revokeObjectURL(fileResult.url);
+  fileResult = null;
+  const b = $("download");
+  b.disabled = true;
+  b.setAttribute("aria-label", "download the result");
+}
+function keepFile(bytes, fmt) {
+  if (fileResult) URL.revokeObjectURL(fileResult.url);
+  fileResult = { url: blobURL(bytes, fmt), name: resultName(fmt) };
   $("download").disabled = false;
-  $("download").setAttribute("aria-label", "download " + lastResult.name);
+  $("download").setAttribute("aria-label", "download " + fileResult.name);
 }
 // An SVG in an <img> cannot run scripts: a hostile figure cannot touch the page.
 function imageOf(fmt) {
@@ -209,21 +280,28 @@ function imageOf(fmt) {
   img.alt = "compiled figure (" + fmt + ")"; img.src = resultURL; img.dataset.format = fmt;
   return img;
 }
-// Other formats go to the browser's viewer (Chromium refuses to show a PDF
-// in a sandboxed frame), with a link to open the file where there is none.
+// A PDF goes to the browser's viewer (Chromium refuses to show a PDF in a
+// sandboxed frame), with a link to open the file where there is none.
 function objectOf(fmt, type) {
   const obj = document.createElement("object");
   obj.type = type; obj.data = resultURL; obj.dataset.format = fmt;
   obj.setAttribute("aria-label", "compiled figure (" + fmt + ")");
   const a = document.createElement("a");
-  a.href = resultURL; a.target = "_blank"; a.rel = "noopener"; a.textContent = "open " + lastResult.name;
+  a.href = resultURL; a.target = "_blank"; a.rel = "noopener"; a.textContent = "open " + resultName(fmt);
   obj.append(a);
   return obj;
 }
-function download() {
-  if (!lastResult) return;
+// linkOf is a link that saves a result the browser cannot show (eps, v3d).
+function linkOf(fmt) {
   const a = document.createElement("a");
-  a.href = resultURL; a.download = lastResult.name;
+  a.href = resultURL; a.download = resultName(fmt); a.textContent = "save " + resultName(fmt);
+  a.dataset.format = fmt;
+  return a;
+}
+function download() {
+  if (!fileResult) return;
+  const a = document.createElement("a");
+  a.href = fileResult.url; a.download = fileResult.name;
   a.click();
 }
 
@@ -272,12 +350,13 @@ async function init() {
   $("delete-file").onclick = () => fileOp("delete");
   $("main-file").onclick = () => fileOp("main");
   $("download").onclick = download;
+  $("reset-view").onclick = resetView;
   $("share").onclick = share;
   $("copy").onclick = makeCopy;
   $("theme").onclick = () => { localStorage.setItem("usher.theme", isDark() ? "light" : "dark"); applyTheme(); };
   fetch("/api/info").then((r) => r.json()).then((info) => {
     $("version").textContent = "asy " + (info.asyVersion || "?");
-    if (info.formats?.length) { const f = $("format"); f.textContent = ""; for (const x of info.formats) f.append(new Option(x, x)); }
+    if (info.formats?.length) { const f = $("format"); f.textContent = ""; for (const x of info.formats) f.append(new Option(FORMAT_LABELS[x] || x, x)); }
   }).catch(() => { $("version").textContent = "asy version unknown"; });
 }
 init();

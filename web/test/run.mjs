@@ -13,7 +13,10 @@ const only = process.argv[2];
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  // WebGL (the 3D view) through ANGLE on SwiftShader, Chromium's software
+  // renderer: no GPU needed, and chosen explicitly (Chromium no longer
+  // falls back to it on its own).
+  args: ["--headless", "--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   // playwright-core gives the browser a fresh temporary --user-data-dir itself
   // (it refuses one passed in args).
@@ -70,6 +73,31 @@ async function until(cond, timeout) {
     if (await cond().catch(() => false)) return true;
   }
   return false;
+}
+// picture reads a PNG screenshot's pixels in page (the app's page, which
+// has no policy against data: images) and returns how many distinct colours
+// it has and, given another screenshot of the same size, the share of
+// pixels that differ.
+const picture = (page, png, other) => page.evaluate(async ([a, b]) => {
+  const read = async (b64) => {
+    const img = new Image();
+    img.src = "data:image/png;base64," + b64;
+    await img.decode();
+    const c = new OffscreenCanvas(img.width, img.height), x = c.getContext("2d");
+    x.drawImage(img, 0, 0);
+    return new Uint32Array(x.getImageData(0, 0, img.width, img.height).data.buffer);
+  };
+  const p = await read(a), q = b ? await read(b) : null;
+  let diff = 0;
+  if (q) for (let i = 0; i < p.length; i++) if (p[i] !== q[i]) diff++;
+  return { colours: new Set(p).size, differs: q ? diff / p.length : null };
+}, [png.toString("base64"), other?.toString("base64")]);
+// shotUntil screenshots el until ok(info of picture against other) holds,
+// for up to 10 s, and returns that screenshot.
+async function shotUntil(page, el, other, ok, what) {
+  let shot, info;
+  if (await until(async () => { shot = await el.screenshot(); info = await picture(page, shot, other); return ok(info); }, 10000)) return shot;
+  throw new Error(`${what}: last screenshot ${JSON.stringify(info)}`);
 }
 // look reads the page's theme as a user sees it.
 const look = (page) => page.evaluate(() => ({
@@ -271,6 +299,39 @@ const scenarios = {
     await page.reload();
     await page.waitForSelector(".cm-editor");
     if (JSON.stringify(await look(page)) !== JSON.stringify(light)) throw new Error("light lost on reload: " + JSON.stringify(await look(page)));
+  },
+  async "a 3D figure turns under the mouse in a sandboxed frame, and downloads as PNG"(page) {
+    await page.goto(base + "/");
+    await setSource(page, `import three;\nsize(6cm);\ncurrentprojection=orthographic(4,2,3);\n` +
+      `draw(unitcube, yellow);\ndraw(O--1.5X, red+linewidth(2)); draw(O--1.5Y, green+linewidth(2)); draw(O--1.5Z, blue+linewidth(2)); // ${Date.now()}\n`);
+    await page.selectOption("#format", "png"); // a user's format choice: the view is 3D anyway, the download png
+    await page.click("#compile");
+    const frame = await page.waitForSelector('#result iframe[data-format="html"]', { timeout: 30000 });
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("3D compile: " + (await page.textContent("#status")));
+    if ((await frame.getAttribute("sandbox")) !== "allow-scripts") throw new Error("frame sandbox: " + (await frame.getAttribute("sandbox")));
+    // Inside: asy's viewer, no script from anywhere, an opaque origin that
+    // reaches neither the app's page nor its storage.
+    const inner = await frame.contentFrame();
+    const seen = await inner.evaluate(() => {
+      const blocked = (f) => { try { f(); return false; } catch { return true; } };
+      return { canvas: !!document.querySelector("canvas#Asymptote"), src: document.querySelectorAll("script[src]").length,
+        origin: self.origin, parent: blocked(() => parent.document.title), storage: blocked(() => localStorage.length) };
+    });
+    if (JSON.stringify(seen) !== JSON.stringify({ canvas: true, src: 0, origin: "null", parent: true, storage: true })) throw new Error("inside the frame: " + JSON.stringify(seen));
+    const first = await shotUntil(page, frame, null, (i) => i.colours > 10, "the WebGL canvas stays blank");
+    const box = await frame.boundingBox();
+    const [x, y] = [box.x + box.width / 2, box.y + box.height / 2];
+    await page.mouse.move(x, y);
+    await page.mouse.down();
+    await page.mouse.move(x + 120, y + 60, { steps: 12 });
+    await page.mouse.up();
+    const turned = await shotUntil(page, frame, first, (i) => i.differs > 0.01, "dragging did not turn the figure");
+    await page.screenshot({ path: join(artifacts, "3d-turned.png") });
+    await page.click("#reset-view");
+    await shotUntil(page, await page.waitForSelector("#result iframe"), first, (i) => i.colours > 10 && i.differs < 0.01, "reset view did not bring back the first view");
+    if ((await picture(page, turned, first)).differs <= 0.01) throw new Error("the turned view equals the first");
+    await expectDownload(page, "main.png", "\x89PNG");
   },
   async "PNG and PDF results are shown and downloaded with the right type"(page) {
     await page.goto(base + "/");
