@@ -72,6 +72,10 @@ func (c *client) call(ctx context.Context, method, path string, in, out any, wan
 	if err != nil {
 		return fmt.Errorf("%s %s: reading the answer: %w: %v", method, path, errUnreachable, err)
 	}
+	if resp.StatusCode == http.StatusServiceUnavailable && want != http.StatusServiceUnavailable {
+		// Multi-node mode while no scheduler leads: it may have seen it.
+		return fmt.Errorf("%s %s: %w: 503 %s", method, path, errUnreachable, data)
+	}
 	if resp.StatusCode != want {
 		return &statusError{method: method, path: path, status: resp.StatusCode, body: string(data)}
 	}

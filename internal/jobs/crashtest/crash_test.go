@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,35 @@ const (
 // concerned, and that the executions it accepted kept the dependency
 // order, the key limits, the groups and the read/write rule.
 func TestCrashRecovery(t *testing.T) {
+	crashRecovery(t, func(ctx context.Context, t *testing.T, bin string) deployment {
+		srv := newServer(bin, filepath.Join(t.TempDir(), "usher.db"), adminToken, agentLease)
+		t.Cleanup(srv.close)
+		if err := srv.start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	})
+}
+
+// deployment is what the crash test works against and disrupts: one
+// `usher serve` on a SQLite file, or a multi-node deployment on Redis.
+type deployment interface {
+	// URL is the base URL of a server that is up, or "" while none is.
+	URL() string
+	// disrupt kills a part with SIGKILL and starts it again; it says what
+	// it killed.
+	disrupt(ctx context.Context, rng *rand.Rand) (string, error)
+	// stop ends every part with SIGTERM and checks they exited cleanly.
+	stop() error
+	// logTail returns the last n bytes of what the parts logged.
+	logTail(n int) string
+	// reopen checks, in-process, the durable state a restart would
+	// rebuild from: an idle, consistent engine holding every job done.
+	reopen(t *testing.T, p *plan)
+}
+
+// crashRecovery is the crash test against the deployment start returns.
+func crashRecovery(t *testing.T, start func(ctx context.Context, t *testing.T, bin string) deployment) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -46,7 +76,7 @@ func TestCrashRecovery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 
-	r := newRun(ctx, t)
+	r := newRun(ctx, t, start)
 	p := r.prepare(ctx, rng)
 	r.disrupt(ctx, rng, len(p.jobs))
 	r.waitFinished(ctx)
@@ -54,7 +84,7 @@ func TestCrashRecovery(t *testing.T) {
 	execs := r.stopAgents()
 	jobs := r.listJobs(ctx, p)
 	r.checkStats(ctx)
-	if err := r.srv.stop(); err != nil {
+	if err := r.dep.stop(); err != nil {
 		t.Error(err)
 	}
 	lapses := r.checkLog()
@@ -62,24 +92,19 @@ func TestCrashRecovery(t *testing.T) {
 	for _, problem := range rep.problems {
 		t.Error(problem)
 	}
-	reopen(t, r.srv.data, p)
-	t.Logf("%d jobs in %s (build %s, whole test %s); %d kills, %d agent stalls, %d leases lapsed; %d executions: %s; "+
+	r.dep.reopen(t, p)
+	t.Logf("%d jobs in %s (build %s, whole test %s); %d kills (%s), %d agent stalls, %d leases lapsed; %d executions: %s; "+
 		"retries seen (attempts beyond the first): %d; renewals answered 404: %d",
 		len(p.jobs), worked.Round(time.Millisecond), r.buildTime.Round(time.Millisecond), time.Since(r.began).Round(time.Millisecond),
-		r.kills, r.stalls, lapses, len(execs), rep.outcomes, rep.retries, r.lostLeases())
+		r.kills, strings.Join(r.killed, ", "), r.stalls, lapses, len(execs), rep.outcomes, rep.retries, r.lostLeases())
 }
 
-// newRun builds the binary and starts the server on a fresh data file.
-func newRun(ctx context.Context, t *testing.T) *run {
+// newRun builds the binary and starts the deployment.
+func newRun(ctx context.Context, t *testing.T, start func(ctx context.Context, t *testing.T, bin string) deployment) *run {
 	began := time.Now()
-	tmp := t.TempDir()
 	bin := testbin.Usher(t, *flagRace)
 	r := &run{t: t, hc: newHTTPClient(), began: began, buildTime: time.Since(began)}
-	r.srv = newServer(bin, filepath.Join(tmp, "usher.db"), adminToken, agentLease)
-	t.Cleanup(r.srv.close)
-	if err := r.srv.start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r.dep = start(ctx, t, bin)
 	r.epoch = time.Now()
 	r.admin = r.client(adminToken)
 	return r
@@ -88,7 +113,7 @@ func newRun(ctx context.Context, t *testing.T) *run {
 // run is the state of one crash test.
 type run struct {
 	t         *testing.T
-	srv       *server
+	dep       deployment
 	hc        *http.Client
 	epoch     time.Time
 	admin     *client
@@ -100,11 +125,12 @@ type run struct {
 	began     time.Time
 	buildTime time.Duration
 	kills     int
+	killed    []string // what each kill hit
 	stalls    int
 }
 
 func (r *run) client(token string) *client {
-	return &client{hc: r.hc, base: r.srv.URL, token: token}
+	return &client{hc: r.hc, base: r.dep.URL, token: token}
 }
 
 // prepare creates the queues, limits and tokens, starts the agents (so
@@ -187,7 +213,7 @@ func (r *run) poll(ctx context.Context, what string, every time.Duration, cond f
 		}
 		select {
 		case <-ctx.Done():
-			r.t.Fatalf("waiting for %s: %v (%d completions accepted)\nserver log:\n%s", what, ctx.Err(), r.progress.count(), r.srv.log.tail(4000))
+			r.t.Fatalf("waiting for %s: %v (%d completions accepted)\nserver log:\n%s", what, ctx.Err(), r.progress.count(), r.dep.logTail(4000))
 		case <-time.After(every):
 		}
 	}
@@ -233,11 +259,10 @@ func (r *run) disrupt(ctx context.Context, rng *rand.Rand, jobs int) {
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(30 * time.Millisecond)))) // the test's input: when exactly the kill lands
 		r.kills++
-		if err := r.srv.kill(); err != nil {
-			r.t.Fatal(err)
+		what, err := r.dep.disrupt(ctx, rng)
+		if err != nil {
+			r.t.Fatalf("kill %d (%s): %v\nlog:\n%s", r.kills, what, err, r.dep.logTail(4000))
 		}
-		if err := r.srv.start(ctx); err != nil {
-			r.t.Fatalf("restart after kill %d: %v\nserver log:\n%s", r.kills, err, r.srv.log.tail(4000))
-		}
+		r.killed = append(r.killed, what)
 	}
 }

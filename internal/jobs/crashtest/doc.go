@@ -10,6 +10,13 @@
 // kept the dependency order, the key limits, the groups and the
 // read/write rule (DESIGN.md §3.3, §5).
 //
+// TestCrashRecoveryMultiNode runs the same workload on multi-node mode:
+// a real redis-server, two `usher scheduler` processes (the leader serves
+// /v1 from the Redis store) and two `usher serve --redis` queue servers
+// that pass /v1 to the leader, with clients and agents spreading their
+// requests over both; the kills alternate between the leading scheduler
+// (a new standby is started) and a queue server (started again).
+//
 // Agents also freeze for longer than their lease now and then, so that
 // leases lapse and late reports are ignored.
 //

@@ -129,7 +129,7 @@ func (r *run) checkStats(ctx context.Context) {
 // checkLog fails the test on an error or a data race the server logged,
 // and counts the agent leases that lapsed.
 func (r *run) checkLog() (lapses int) {
-	for _, line := range strings.Split(r.srv.log.tail(1<<30), "\n") {
+	for _, line := range strings.Split(r.dep.logTail(1<<30), "\n") {
 		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "DATA RACE") {
 			r.t.Errorf("server log: %s", line)
 		}
@@ -197,15 +197,21 @@ func listAll(ctx context.Context, c *client) (map[string]apiJob, error) {
 
 // reopen opens a copy of the data file in-process, as a restart would, and
 // checks that the engine rebuilt from it is idle and consistent.
-func reopen(t *testing.T, data string, p *plan) {
+func (s *server) reopen(t *testing.T, p *plan) {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "copy.db")
 	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := copyFile(data+suffix, dst+suffix); err != nil {
+		if err := copyFile(s.data+suffix, dst+suffix); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := jobsapitest.StartAt(t, dst, jobsapitest.Options{})
+	checkReopened(t, jobsapitest.StartAt(t, dst, jobsapitest.Options{}), p)
+}
+
+// checkReopened checks an engine rebuilt from the durable state: idle,
+// consistent, every job of the plan there and succeeded.
+func checkReopened(t *testing.T, s *jobsapitest.Server, p *plan) {
+	t.Helper()
 	if err := s.Engine.Idle(); err != nil {
 		t.Errorf("reopened engine not idle: %v", err)
 	}

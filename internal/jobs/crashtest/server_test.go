@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -185,3 +186,14 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		w.log.mu.Unlock()
 	}
 }
+
+// disrupt kills the server and starts it again on the same file.
+func (s *server) disrupt(ctx context.Context, _ *rand.Rand) (string, error) {
+	if err := s.kill(); err != nil {
+		return "server", err
+	}
+	return "server", s.start(ctx)
+}
+
+// logTail returns the last n bytes of the server's log.
+func (s *server) logTail(n int) string { return s.log.tail(n) }

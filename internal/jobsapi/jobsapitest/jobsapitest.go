@@ -1,10 +1,10 @@
 // Package jobsapitest runs the real /v1 API for tests: the engine on a
-// SQLite file in a temporary directory, behind a loopback HTTP server.
+// SQLite file in a temporary directory (or on any store), behind a
+// loopback HTTP server.
 package jobsapitest
 
 import (
 	"context"
-	"database/sql"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -29,7 +29,7 @@ type Server struct {
 	Engine *jobs.Engine
 	// Tokens is the token store, to make tokens of other roles.
 	Tokens *tokens.Store
-	// DataPath is the SQLite file.
+	// DataPath is the SQLite file (empty for StartOn).
 	DataPath string
 }
 
@@ -53,16 +53,13 @@ func StartWith(t testing.TB, o Options) *Server {
 // file holds state).
 func StartAt(t testing.TB, path string, o Options) *Server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	db, err := sqlitedb.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { db.Close() }) // after the server's cleanup below
 	store, err := jobstore.Open(ctx, db, o.Logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: o.Tiers, LeaseTTL: o.LeaseTTL, Logger: o.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,20 +67,34 @@ func StartAt(t testing.TB, path string, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := StartOn(t, store, toks, o)
+	s.DataPath = path
+	return s
+}
+
+// StartOn runs a server on any store (a restart when it holds state) with
+// the given tokens, to which it adds an admin token; t.Cleanup stops the
+// server and closes the store.
+func StartOn(t testing.TB, store jobs.Store, toks *tokens.Store, o Options) *Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: o.Tiers, LeaseTTL: o.LeaseTTL, Logger: o.Logger})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	const admin = "usher_test-admin-token-0123456789"
 	if _, err := toks.Add(ctx, admin, "test admin", tokens.Admin); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	go engine.Run(ctx)
 	hs := httptest.NewServer(jobsapi.Handler(jobsapi.Config{Engine: engine, Tokens: toks, Logger: o.Logger}))
-	t.Cleanup(func() { shutdown(hs, cancel, store, db) })
-	return &Server{URL: hs.URL, AdminToken: admin, Engine: engine, Tokens: toks, DataPath: path}
-}
-
-func shutdown(hs *httptest.Server, cancel context.CancelFunc, store *jobstore.Store, db *sql.DB) {
-	hs.CloseClientConnections()
-	hs.Close()
-	cancel()
-	store.Close()
-	db.Close()
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		store.Close()
+	})
+	return &Server{URL: hs.URL, AdminToken: admin, Engine: engine, Tokens: toks}
 }
