@@ -54,7 +54,7 @@ type config struct {
 func main() {
 	cfg := config{conc: map[string][]int{}}
 	flag.IntVar(&cfg.n, "n", 100000, "no-op jobs per measurement")
-	systems := flag.String("systems", "usher,asynq,river", "systems to measure, comma-separated: usher, asynq, river")
+	systems := flag.String("systems", "usher,usher-redis,asynq,river", "systems to measure, comma-separated: usher, usher-redis (multi-node mode), asynq, river")
 	flag.BoolVar(&cfg.json, "json", false, "print the report as JSON instead of tables")
 	flag.IntVar(&cfg.runs, "runs", 3, "measurements of processing and end to end per system at its best concurrency (systems take turns)")
 	flag.IntVar(&cfg.pickups, "pickups", 50, "single enqueues for the pickup latency")
@@ -87,7 +87,7 @@ func main() {
 
 	cfg.systems = strings.Split(*systems, ",")
 	all := map[string]system{}
-	for name, list := range map[string]string{"usher": *usherConc, "asynq": *asynqConc, "river": *riverConc} {
+	for name, list := range map[string]string{"usher": *usherConc, "usher-redis": *usherConc, "asynq": *asynqConc, "river": *riverConc} {
 		c, err := parseInts(list)
 		if err != nil {
 			fatalf("-%s-concurrency: %v", name, err)
@@ -95,6 +95,9 @@ func main() {
 		cfg.conc[name] = c
 	}
 	all["usher"] = newUsherSystem(*usherBin, *usherBatch, *usherEnqueuers, *usherAgents)
+	multi := newUsherSystem(*usherBin, *usherBatch, *usherEnqueuers, *usherAgents)
+	multi.appendfsync = *appendfsync // the same Redis settings as asynq's
+	all["usher-redis"] = multi
 	all["asynq"] = &asynqSystem{appendfsync: *appendfsync, enqueuers: *asynqEnqueuers, checkInterval: *asynqCheck, servers: *asynqServers}
 	all["river"] = &riverSystem{
 		pgBin: *pgBin, pgSettings: []string{"fsync=on", "synchronous_commit=" + *pgSync, "full_page_writes=on", "max_connections=200"},
@@ -105,7 +108,7 @@ func main() {
 	for _, name := range cfg.systems {
 		name = strings.TrimSpace(name)
 		if all[name] == nil {
-			fatalf("-systems: unknown system %q (usher, asynq, river)", name)
+			fatalf("-systems: unknown system %q (usher, usher-redis, asynq, river)", name)
 		}
 		names = append(names, name)
 	}

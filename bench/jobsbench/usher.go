@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/client"
 )
 
@@ -26,6 +27,14 @@ type usherSystem struct {
 	batch     int    // jobs per client.Enqueue
 	enqueuers int    // concurrent client.Enqueue calls
 	agents    int    // client.Workers the concurrency is split over
+	// appendfsync, when set, runs multi-node mode instead: a redis-server
+	// with this fsync policy, `usher scheduler --redis` (the leader serves
+	// /v1 from Redis) and `usher serve --redis` in front, which the client
+	// talks to.
+	appendfsync string
+
+	redis *redisServer
+	sched *child
 
 	dir    string
 	token  string
@@ -41,7 +50,7 @@ type usherSystem struct {
 
 const usherQueue = "bench"
 
-func newUsherSystem(bin string, batch, enqueuers, agents int) system {
+func newUsherSystem(bin string, batch, enqueuers, agents int) *usherSystem {
 	return &usherSystem{bin: bin, batch: batch, enqueuers: enqueuers, agents: agents}
 }
 
@@ -65,6 +74,16 @@ func (u *usherSystem) setup(ctx context.Context, dir string) error {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	u.token = "jobsbench-" + hex.EncodeToString(b)
+	if u.appendfsync != "" {
+		rdir := filepath.Join(dir, "redis")
+		if err := os.MkdirAll(rdir, 0o755); err != nil {
+			return err
+		}
+		var err error
+		if u.redis, err = startRedis(ctx, rdir, u.appendfsync); err != nil {
+			return err
+		}
+	}
 	return u.start(ctx)
 }
 
@@ -87,9 +106,16 @@ func (u *usherSystem) start(ctx context.Context) error {
 		return err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{"serve", "--listen", addr, "--data", data, "--backends", "0", "--admin-token", u.token,
+		"--log-level", "warn", "--shutdown-grace", "5s"}
+	if u.redis != nil {
+		if err := u.startScheduler(); err != nil {
+			return err
+		}
+		args = append(args, "--redis", "redis://"+u.redis.addr)
+	}
 	u.child, err = startChild("usher serve", filepath.Join(u.dir, fmt.Sprintf("usher-%d.log", u.round)), u.dir, nil, syscall.SIGTERM,
-		u.bin, "serve", "--listen", addr, "--data", data, "--backends", "0", "--admin-token", u.token,
-		"--log-level", "warn", "--shutdown-grace", "5s")
+		u.bin, args...)
 	if err != nil {
 		return err
 	}
@@ -107,10 +133,32 @@ func (u *usherSystem) start(ctx context.Context) error {
 	return err
 }
 
-// reset starts a new server on a new data file: the anchors' stores are
-// emptied too (FLUSHALL, TRUNCATE), and usher keeps finished jobs.
+// startScheduler runs the leading scheduler of multi-node mode.
+func (u *usherSystem) startScheduler() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	u.sched, err = startChild("usher scheduler", filepath.Join(u.dir, fmt.Sprintf("scheduler-%d.log", u.round)), u.dir, nil, syscall.SIGTERM,
+		u.bin, "scheduler", "--redis", "redis://"+u.redis.addr, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--admin-token", u.token, "--log-level", "warn")
+	return err
+}
+
+// reset starts a new server on a new data file (and, in multi-node mode,
+// on an emptied Redis): the anchors' stores are emptied too (FLUSHALL,
+// TRUNCATE), and usher keeps finished jobs.
 func (u *usherSystem) reset(ctx context.Context) error {
 	u.child.stop(syscall.SIGTERM)
+	if u.redis != nil {
+		u.sched.stop(syscall.SIGTERM)
+		rc := redis.NewClient(&redis.Options{Addr: u.redis.addr})
+		err := rc.FlushAll(ctx).Err()
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(filepath.Join(u.dir, fmt.Sprintf("usher-%d.db%s", u.round, suffix)))
 	}
@@ -208,6 +256,16 @@ func (u *usherSystem) describe() description {
 	if u.commit != "" {
 		v = "usher " + u.commit
 	}
+	if u.redis != nil {
+		return description{
+			Version: v + ", redis " + u.redis.version,
+			Server:  "usher serve --redis (queue server) passing /v1 to usher scheduler --redis (the leader), separate processes",
+			Durability: fmt.Sprintf("Redis AOF, appendfsync %s (a batch of changes is acknowledged once Redis ran its script)",
+				u.appendfsync),
+			Tuning: fmt.Sprintf("bulk enqueue: client.Enqueue (POST /v1/jobs), batches of %d, %d at once; workers: client.Worker, %d agent(s)",
+				u.batch, u.enqueuers, u.agents),
+		}
+	}
 	return description{
 		Version:    v,
 		Server:     "usher serve --backends 0 (a separate process)",
@@ -222,4 +280,8 @@ func (u *usherSystem) close() {
 	if u.child != nil {
 		u.child.stop(syscall.SIGTERM)
 	}
+	if u.sched != nil {
+		u.sched.stop(syscall.SIGTERM)
+	}
+	u.redis.stop()
 }
