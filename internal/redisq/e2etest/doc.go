@@ -1,0 +1,7 @@
+// Package e2etest runs multi-node mode as a user deploys it: a real
+// redis-server (or a Redis Cluster), and the usher binary as separate
+// processes — queue servers (`usher serve --redis`), schedulers (`usher
+// scheduler --redis`, one leading) and backends (`usher backend --redis`,
+// real asy in the real sandbox) — with clients of /asy and /v1 on top,
+// killing processes with SIGKILL mid-run. It has tests only.
+package e2etest
