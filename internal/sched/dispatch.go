@@ -12,14 +12,14 @@ import (
 // to free its slot. It returns the job to start and its worker, or nil when
 // the cycle is over and the scheduler waits for a running job to finish.
 // Tiers ignored in one queue stay ignored for the rest of the cycle.
-func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
+func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *bucket, *worker) {
 	below := len(s.tiers)
 	if only != nil {
 		if only.spec.Paused {
-			return nil, nil
+			return nil, nil, nil
 		}
-		j, w, _ := s.visit(p, pull, only, &below)
-		return j, w
+		j, b, w, _ := s.visit(p, pull, only, &below)
+		return j, b, w
 	}
 	// Ties are broken by drawing the queues of a run of equal priorities
 	// one by one, a Fisher-Yates shuffle done as far as the cycle goes, so
@@ -32,8 +32,8 @@ func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
 			end = s.ties[r+1]
 		}
 		if end-start == 1 {
-			if j, w, done := s.visit(p, pull, s.active[start], &below); done {
-				return j, w
+			if j, b, w, done := s.visit(p, pull, s.active[start], &below); done {
+				return j, b, w
 			}
 			continue
 		}
@@ -47,35 +47,36 @@ func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
 				i := k + rest - 1 - s.rng.IntN(rest)
 				order[k], order[i] = order[i], order[k]
 			}
-			if j, w, done := s.visit(p, pull, s.active[order[k]], &below); done {
-				return j, w
+			if j, b, w, done := s.visit(p, pull, s.active[order[k]], &below); done {
+				return j, b, w
 			}
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // visit runs the cycle's steps for queue q: done says the cycle is over,
-// with the job to start and its worker, or none.
-func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *worker, bool) {
+// with the job to start, its bucket and its worker, or none.
+func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *bucket, *worker, bool) {
 	if !p.serves(q) {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	h := s.tierSteps(q, below, s.head(q, *below))
+	h, hb := s.head(q, *below)
+	h, hb = s.tierSteps(q, below, h, hb)
 	if h == nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	if pull != nil {
-		return h, pull, true
+		return h, hb, pull, true
 	}
 	if len(p.free) == 0 {
 		s.downgradeAll()
 		s.haltForQueue(p)
 	}
 	if len(p.free) == 0 {
-		return nil, nil, true
+		return nil, nil, nil, true
 	}
-	return h, p.free[0], true
+	return h, hb, p.free[0], true
 }
 
 // Dispatch runs the queue cycle until it is over and returns the jobs it
@@ -89,12 +90,12 @@ func (s *Scheduler) Dispatch() []Assignment {
 			continue
 		}
 		for {
-			j, w := s.cycle(p, nil, nil)
+			j, b, w := s.cycle(p, nil, nil)
 			if j == nil {
 				break
 			}
-			s.dequeue(j)
-			out = append(out, s.start(j, w))
+			s.dequeueFrom(j, b)
+			out = append(out, s.start(j, b, w))
 		}
 	}
 	return out
@@ -121,13 +122,13 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 	n := min(max, w.free())
 	var from *queue
 	for got := 0; got < n; got++ {
-		j, _ := s.cycle(w.pool, w, from)
+		j, b, _ := s.cycle(w.pool, w, from)
 		if j == nil {
 			break
 		}
-		from = j.queue()
-		s.dequeue(j)
-		dst = append(dst, s.start(j, w))
+		from = b.queue
+		s.dequeueFrom(j, b)
+		dst = append(dst, s.start(j, b, w))
 		if b := from.spec.Batch; b > 0 && got+1 >= b {
 			break
 		}
@@ -135,9 +136,9 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 	return dst, nil
 }
 
-// start runs a job (already out of its queue) on worker w. A default task
-// gets the slowest tier the limits allow.
-func (s *Scheduler) start(j *job, w *worker) Assignment {
+// start runs a job of bucket b (already out of its queue) on worker w. A
+// default task gets the slowest tier the limits allow.
+func (s *Scheduler) start(j *job, b *bucket, w *worker) Assignment {
 	tier := int(j.tier)
 	if j.isDefault() {
 		tier = s.largestTier()
@@ -154,12 +155,12 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 		s.addToSet(&s.interactive, j)
 	}
 	s.runHints.add(j, len(s.runs)-len(s.runFree))
-	s.hold(j.bucket)
+	s.hold(b)
 	w.jobs = append(w.jobs, j)
 	if w.free() <= 0 {
 		w.pool.dropFree(w)
 	}
-	q := j.queue()
+	q := b.queue
 	q.running++
 	s.stats.Started++
 	a := Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),

@@ -97,10 +97,10 @@ func (s *slotSet) add(j *job) {
 	*s = append(*s, j.slot)
 }
 
-func (s *slotSet) swapRemove(t *jobTable, i int) {
+// swapRemove takes job j, at index j.pos, out of the set.
+func (s *slotSet) swapRemove(t *jobTable, j *job) {
 	old := *s
-	n := len(old) - 1
-	j := t.at(old[i])
+	i, n := int(j.pos), len(old)-1
 	if i != n {
 		old[i] = old[n]
 		t.at(old[i]).pos = int32(i)

@@ -245,7 +245,7 @@ func (c *checker) gates() {
 	}
 	check(s.reads)
 	check(s.writes)
-	if n := int(s.gcs.used) - len(s.gcs.free); n != len(s.keyGates)+len(s.groups)+2 {
+	if n := s.gcs.live(); n != len(s.keyGates)+len(s.groups)+2 {
 		c.fail("%d gate counters in use for %d gates", n, len(s.keyGates)+len(s.groups)+2)
 	}
 	if s.reads.running > 0 && s.writes.running > 0 {
@@ -294,9 +294,9 @@ func (c *checker) buckets() {
 			c.bucket(b, refs[b], queued[b], live)
 		}
 	}
-	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.n != n || int(s.bkts.used)-len(s.bkts.free) != n {
+	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.n != n || s.bkts.live() != n {
 		c.fail("%d buckets (%d idle) counted, recount %d (%d idle), table %d, lookup %d",
-			s.nbuckets, s.idleBuckets, n, idle, int(s.bkts.used)-len(s.bkts.free), s.bkts.find.n)
+			s.nbuckets, s.idleBuckets, n, idle, s.bkts.live(), s.bkts.find.n)
 	}
 	c.liveGates(live)
 }
