@@ -40,7 +40,7 @@ type bucket struct {
 	flags   uint8
 	// Second cache line.
 	gates  []gateRef // every gate the bucket holds
-	set    slotSet   // random queues
+	set    slotSet   // random queues, while not visible (see bucketSet)
 	num    uint32    // the bucket's number in its table
 	qpos   int32     // index in queue.buckets
 	listed bool      // in Scheduler.idleList

@@ -110,21 +110,35 @@ func (s *slotSet) swapRemove(t *jobTable, j *job) {
 }
 
 // bucketSet is the ready index of a random queue's tier: the visible
-// buckets in no order; a bucket's pos is its index here.
-type bucketSet []uint32
+// buckets in no order; a bucket's pos is its index here. A visible
+// bucket's set of jobs lives in its entry rather than in its record (see
+// Scheduler.jobSet), so that a random pick reads the entry, then a slot of
+// the set, then the job, and the bucket's record, needed too, is fetched
+// alongside instead of before.
+type bucketSet []setEntry
 
-func (s *bucketSet) add(b *bucket) {
-	b.pos = int32(len(*s))
-	*s = append(*s, b.num)
+type setEntry struct {
+	jobs slotSet
+	b    uint32 // bucket number
 }
 
+// add files a bucket, moving its set of jobs into its entry.
+func (s *bucketSet) add(b *bucket) {
+	b.pos = int32(len(*s))
+	*s = append(*s, setEntry{jobs: b.set, b: b.num})
+	b.set = nil
+}
+
+// remove takes a bucket out, moving its set of jobs back into its record.
 func (s *bucketSet) remove(t *bucketTable, b *bucket) {
 	old := *s
 	i, n := int(b.pos), len(old)-1
+	b.set = old[i].jobs
 	if i != n {
 		old[i] = old[n]
-		t.at(old[i]).pos = int32(i)
+		t.at(old[i].b).pos = int32(i)
 	}
+	old[n] = setEntry{}
 	*s = old[:n]
 	b.pos = -1
 }

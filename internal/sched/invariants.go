@@ -114,7 +114,8 @@ func (c *checker) inQueueHeap(j *job) {
 	b := j.bucket
 	var in bool
 	if q.spec.Order == OrderRandom {
-		in = j.pos >= 0 && int(j.pos) < len(b.set) && b.set[j.pos] == j.slot
+		set := *c.s.jobSet(b)
+		in = j.pos >= 0 && int(j.pos) < len(set) && set[j.pos] == j.slot
 	} else {
 		in = c.listed[j.slot] == b
 	}
@@ -333,8 +334,11 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	case OrderFIFO:
 		c.list(b)
 	case OrderRandom:
-		if len(b.set) != int(b.queued) {
-			c.fail("bucket %q of %s: %d in its set, %d queued", b.sig, name, len(b.set), b.queued)
+		if n := len(*c.s.jobSet(b)); n != int(b.queued) {
+			c.fail("bucket %q of %s: %d in its set, %d queued", b.sig, name, n, b.queued)
+		}
+		if b.pos >= 0 && b.set != nil {
+			c.fail("bucket %q of %s: visible, yet its record holds a set", b.sig, name)
 		}
 	}
 	if b.visible() != (b.pos >= 0) {
@@ -346,7 +350,7 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 			e := t.w[t.k+int(b.pos)]
 			stale = e.b != b.num || e.key != b.headKey || e.first != b.head
 		} else {
-			stale = q.sets[b.tier][b.pos] != b.num
+			stale = q.sets[b.tier][b.pos].b != b.num
 		}
 		if stale {
 			c.fail("bucket %q tier %d: ready index entry is stale", b.sig, b.tier)
@@ -461,8 +465,8 @@ func (c *checker) readyIndex(name string, q *queue) {
 		c.fail("queue %q: ready index of another order", name)
 	}
 	for t, set := range q.sets {
-		for i, n := range set {
-			if b := c.s.bkts.at(n); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
+		for i, e := range set {
+			if b := c.s.bkts.at(e.b); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
 				c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
 			}
 		}

@@ -190,7 +190,7 @@ func (s *Scheduler) enqueue(j *job) {
 		q.strict.push(&s.jobs, j.key, j)
 		return
 	case OrderRandom:
-		b.set.add(j)
+		s.jobSet(b).add(j)
 		if b.closed == 0 && b.pos < 0 {
 			q.sets[b.tier].add(b)
 		}
@@ -215,7 +215,7 @@ func (s *Scheduler) dequeueFrom(j *job, b *bucket) {
 		q.strict.remove(&s.jobs, int(j.pos))
 		return
 	case OrderRandom:
-		b.set.swapRemove(&s.jobs, j)
+		s.jobSet(b).swapRemove(&s.jobs, j)
 		if b.pos >= 0 && b.queued == 0 {
 			q.sets[b.tier].remove(&s.bkts, b)
 		}
@@ -231,6 +231,15 @@ func (s *Scheduler) dequeueFrom(j *job, b *bucket) {
 	} else if wasFirst {
 		q.tree[b.tier].update(b, b.headKey, b.head)
 	}
+}
+
+// jobSet returns the set of queued jobs of a bucket of a random queue: in
+// its ready index entry while it is visible, else in its record.
+func (s *Scheduler) jobSet(b *bucket) *slotSet {
+	if b.pos >= 0 {
+		return &b.queue.sets[b.tier][b.pos].jobs
+	}
+	return &b.set
 }
 
 // hide takes a bucket whose gate closed out of the ready index.
@@ -305,8 +314,8 @@ func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 			r -= n
 			continue
 		}
-		b := s.bkts.at(q.sets[t][r])
-		set := b.set
+		e := &q.sets[t][r]
+		b, set := s.bkts.at(e.b), e.jobs
 		return s.jobs.at(set[s.rng.IntN(len(set))]), b
 	}
 	return nil, nil
