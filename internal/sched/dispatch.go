@@ -31,8 +31,18 @@ func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *bucket, *w
 		if r+1 < len(s.ties) {
 			end = s.ties[r+1]
 		}
-		if end-start == 1 {
+		switch end - start {
+		case 1:
 			if j, b, w, done := s.visit(p, pull, s.active[start], &below); done {
+				return j, b, w
+			}
+			continue
+		case 2: // the draw below, unrolled
+			d := int32(s.rng.IntN(2))
+			if j, b, w, done := s.visit(p, pull, s.active[start+1-d], &below); done {
+				return j, b, w
+			}
+			if j, b, w, done := s.visit(p, pull, s.active[start+d], &below); done {
 				return j, b, w
 			}
 			continue

@@ -201,17 +201,19 @@ func (t *winnerTree) remove(b *bucket) {
 
 func (t *winnerTree) set(leaf int32, e treeEntry) {
 	w := t.w
-	i := t.k + int(leaf)
+	m := uint(len(w) - 1) // len(w) is a power of two: masking by m proves every index in range
+	i := uint(t.k+int(leaf)) & m
 	w[i] = e
 	for i > 1 {
-		if sib := &w[i^1]; sib.key < e.key {
+		if sib := &w[(i^1)&m]; sib.key < e.key {
 			e = *sib
 		}
 		i >>= 1
-		if w[i].key == e.key {
-			return // the winners above stay as they are
+		if p := &w[i&m]; p.key != e.key {
+			*p = e
+			continue
 		}
-		w[i] = e
+		return // the winners above stay as they are
 	}
 }
 
