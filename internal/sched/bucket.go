@@ -3,6 +3,7 @@ package sched
 import (
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Queued jobs with the same queue, gates (keys, group, mode), tier and — in
@@ -98,7 +99,7 @@ func (t *bucketTable) lookupFrom(q *queue, sig string, tier int8, prio int16, h,
 			return nil
 		}
 		if (e>>32)&tagMask == tag {
-			if b := t.at(uint32(e) - 1); b.queue == q && b.tier == tier && b.prio == prio && b.sig == sig {
+			if b := t.at(uint32(e) - 1); b.queue == q && b.tier == tier && b.prio == prio && sameString(b.sig, sig) {
 				return b
 			}
 		}
@@ -119,6 +120,12 @@ func (t *bucketTable) drop(b *bucket) {
 	n := b.num
 	*b = bucket{num: n}
 	t.freeRecord(n)
+}
+
+// sameString is a == b that answers equal strings sharing their bytes (a
+// driver's key, kept as a lone key's signature) without a call.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // signature names a set of gates: a lone key is its own name; anything else

@@ -105,7 +105,8 @@ func (s *Scheduler) Dispatch() []Assignment {
 				break
 			}
 			s.dequeueFrom(j, b)
-			out = append(out, s.start(j, b, w))
+			out = append(out, Assignment{})
+			s.start(j, b, w, &out[len(out)-1])
 		}
 	}
 	return out
@@ -138,7 +139,8 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 		}
 		from = b.queue
 		s.dequeueFrom(j, b)
-		dst = append(dst, s.start(j, b, w))
+		dst = append(dst, Assignment{})
+		s.start(j, b, w, &dst[len(dst)-1])
 		if b := from.spec.Batch; b > 0 && got+1 >= b {
 			break
 		}
@@ -146,9 +148,10 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 	return dst, nil
 }
 
-// start runs a job of bucket b (already out of its queue) on worker w. A
+// start runs a job of bucket b (already out of its queue) on worker w and
+// fills in its assignment a (in place, as the caller's result holds it). A
 // default task gets the slowest tier the limits allow.
-func (s *Scheduler) start(j *job, b *bucket, w *worker) Assignment {
+func (s *Scheduler) start(j *job, b *bucket, w *worker, a *Assignment) {
 	tier := int(j.tier)
 	if j.isDefault() {
 		tier = s.largestTier()
@@ -173,12 +176,11 @@ func (s *Scheduler) start(j *job, b *bucket, w *worker) Assignment {
 	q := b.queue
 	q.running++
 	s.stats.Started++
-	a := Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
+	*a = Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
 		Tier: tier, Duration: s.tiers[tier].Duration, Default: j.isDefault(), Interactive: j.isInteractive()}
 	if a.Interactive {
 		a.Duration = 0
 	}
-	return a
 }
 
 // run returns the running attempt of a running job. The pointer is valid

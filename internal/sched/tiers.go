@@ -251,7 +251,9 @@ func (s *Scheduler) StartInteractive(spec JobSpec) (Assignment, error) {
 	}
 	j := s.newJob(&spec)
 	j.flags |= flagInteractive
-	return s.start(j, j.bucket, w), nil
+	var a Assignment
+	s.start(j, j.bucket, w, &a)
+	return a, nil
 }
 
 func (s *Scheduler) freePushWorker(q *queue) *worker {
