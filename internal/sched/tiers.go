@@ -91,6 +91,9 @@ func (s *Scheduler) TierLimits() []int { return append([]int(nil), s.limits...) 
 // nil. It reads the head's tier from its bucket (jobs of a bucket share
 // their tier), whose record the head's start needs anyway.
 func (s *Scheduler) tierSteps(q *queue, below *int, h *job, hb *bucket) (*job, *bucket) {
+	if h == nil || hb.tier == 0 { // no tier k ≥ 1 to step through (fast and default tasks)
+		return h, hb
+	}
 	for k := len(s.tiers) - 1; k >= 1 && h != nil; k-- {
 		if int(hb.tier) < k || !s.atLimit(k) {
 			continue
