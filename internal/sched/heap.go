@@ -147,13 +147,18 @@ func (s *bucketSet) remove(t *bucketTable, b *bucket) {
 // over the visible buckets, keyed by the sort key of each bucket's first
 // job, so that the root names the queue's next job. Each visible bucket
 // keeps one leaf (its pos) for as long as it stays visible; an update
-// replays the leaf's path to the root, one comparison per level between
-// siblings that share a cache line, and stops where nothing changes. No
+// replays the leaf's path to the root and stops where nothing changes. No
 // other bucket's record is touched, unlike a heap, whose moves must tell
 // every moved bucket its new index.
+//
+// The tree is 4-ary: the children of node i are nodes 4i..4i+3, so that
+// four siblings (16 bytes each) fill one cache line and a path has half
+// the levels of a binary tree. Node 1 is the root; the nodes of level L
+// are [4^L, 2·4^L), the leaves the last level; the indexes in between are
+// unused.
 type winnerTree struct {
 	w    []treeEntry // w[1] is the winner; leaf l is w[k+l]
-	k    int         // leaves, a power of two
+	k    int         // leaves, a power of four
 	free []int32     // free leaves
 }
 
@@ -205,33 +210,58 @@ func (t *winnerTree) set(leaf int32, e treeEntry) {
 	i := uint(t.k+int(leaf)) & m
 	w[i] = e
 	for i > 1 {
-		if sib := &w[(i^1)&m]; sib.key < e.key {
-			e = *sib
+		e = minOfFour(w, i&^3)
+		i >>= 2
+		p := &w[i&m]
+		if p.key == e.key {
+			return // the winners above stay as they are
 		}
-		i >>= 1
-		if p := &w[i&m]; p.key != e.key {
-			*p = e
-			continue
-		}
-		return // the winners above stay as they are
+		*p = e
 	}
 }
 
-// grow doubles the leaves, keeping each bucket's leaf.
+// minOfFour returns the entry with the smallest key among the four
+// siblings w[g..g+3] (g a multiple of four).
+func minOfFour(w []treeEntry, g uint) treeEntry {
+	q := (*[4]treeEntry)(w[g : g+4]) // one bounds check for the four
+	a, c := &q[0], &q[2]
+	if q[1].key < a.key {
+		a = &q[1]
+	}
+	if q[3].key < c.key {
+		c = &q[3]
+	}
+	if c.key < a.key {
+		a = c
+	}
+	return *a
+}
+
+// grow makes four times the leaves, keeping each bucket's leaf.
 func (t *winnerTree) grow() {
-	k := max(4, 2*t.k)
+	k := max(4, 4*t.k)
 	w := make([]treeEntry, 2*k)
 	copy(w[k:], t.w[t.k:])
 	for l := k - 1; l >= t.k; l-- {
 		w[k+l] = treeEntry{key: noKey}
 		t.free = append(t.free, int32(l))
 	}
-	for i := k - 1; i >= 1; i-- {
-		l, r := w[2*i], w[2*i+1]
-		if r.key < l.key {
-			l = r
+	for level := k / 4; level >= 1; level /= 4 {
+		for i := level; i < 2*level; i++ {
+			w[i] = minOfFour(w, uint(4*i))
 		}
-		w[i] = l
 	}
 	t.w, t.k = w, k
+}
+
+// internal yields every node above the leaves, with the index of its first
+// child.
+func (t *winnerTree) internal(yield func(node, firstChild int) bool) {
+	for level := t.k / 4; level >= 1; level /= 4 {
+		for i := level; i < 2*level; i++ {
+			if !yield(i, 4*i) {
+				return
+			}
+		}
+	}
 }

@@ -459,7 +459,7 @@ func (c *checker) queues() {
 
 // readyIndex checks a queue's ready index: only its order's kind, every
 // entry's bucket points back at it and is visible (bucket checks the
-// converse), and each tree node holds the smaller of its children.
+// converse), and each tree node holds the least of its children.
 func (c *checker) readyIndex(name string, q *queue) {
 	if len(q.tree) > 0 != (q.spec.Order == OrderFIFO) || len(q.sets) > 0 != (q.spec.Order == OrderRandom) {
 		c.fail("queue %q: ready index of another order", name)
@@ -485,9 +485,11 @@ func (c *checker) readyIndex(name string, q *queue) {
 				c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
 			}
 		}
-		for i := 1; i < t.k; i++ {
-			if l, r := t.w[2*i].key, t.w[2*i+1].key; t.w[i].key != min(l, r) {
-				c.fail("queue %q tier %d: tree node %d holds %d, children %d and %d", name, tier, i, t.w[i].key, l, r)
+		for i, first := range t.internal {
+			kids := t.w[first : first+4]
+			least := min(kids[0].key, kids[1].key, kids[2].key, kids[3].key)
+			if t.w[i].key != least {
+				c.fail("queue %q tier %d: tree node %d holds %d, its children at least %d", name, tier, i, t.w[i].key, least)
 			}
 		}
 	}
