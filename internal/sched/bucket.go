@@ -3,6 +3,7 @@ package sched
 import (
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Queued jobs with the same queue, gates (keys, group, mode), tier and — in
@@ -40,7 +41,7 @@ type bucket struct {
 	flags   uint8
 	// Second cache line.
 	gates  []gateRef // every gate the bucket holds
-	set    slotSet   // random queues
+	set    slotSet   // random queues, while not visible (see bucketSet)
 	num    uint32    // the bucket's number in its table
 	qpos   int32     // index in queue.buckets
 	listed bool      // in Scheduler.idleList
@@ -55,26 +56,18 @@ type gateRef struct {
 	pos int32
 }
 
-// bucketTable holds the buckets of every queue in chunks (a *bucket stays
-// valid while it grows) and finds one by its identity.
+// bucketTable holds the buckets of every queue in a chunkTable and finds
+// one by its identity.
 type bucketTable struct {
-	chunks [][]bucket
-	used   uint32
-	free   []uint32
-	find   slotMap
-	seed   uint64
+	chunkTable[bucket]
+	find slotMap
+	seed uint64
 }
-
-const bucketChunkBits = 9 // 512 buckets, 64 KiB
 
 func newBucketTable() bucketTable {
 	t := bucketTable{seed: newSeed()}
 	t.find.init(minIndexSlots)
 	return t
-}
-
-func (t *bucketTable) at(n uint32) *bucket {
-	return &t.chunks[n>>bucketChunkBits][n&(1<<bucketChunkBits-1)]
 }
 
 // hash mixes a bucket's identity into 64 bits.
@@ -106,7 +99,7 @@ func (t *bucketTable) lookupFrom(q *queue, sig string, tier int8, prio int16, h,
 			return nil
 		}
 		if (e>>32)&tagMask == tag {
-			if b := t.at(uint32(e) - 1); b.queue == q && b.tier == tier && b.prio == prio && b.sig == sig {
+			if b := t.at(uint32(e) - 1); b.queue == q && b.tier == tier && b.prio == prio && sameString(b.sig, sig) {
 				return b
 			}
 		}
@@ -115,18 +108,7 @@ func (t *bucketTable) lookupFrom(q *queue, sig string, tier int8, prio int16, h,
 
 // add returns a new empty bucket with this identity.
 func (t *bucketTable) add(q *queue, sig string, tier int8, prio int16) *bucket {
-	var n uint32
-	if k := len(t.free); k > 0 {
-		n = t.free[k-1]
-		t.free = t.free[:k-1]
-	} else {
-		n = t.used
-		t.used++
-		if int(n>>bucketChunkBits) == len(t.chunks) {
-			t.chunks = append(t.chunks, make([]bucket, 1<<bucketChunkBits))
-		}
-	}
-	b := t.at(n)
+	n, b := t.newRecord()
 	*b = bucket{num: n, pos: -1, head: noSlot, tail: noSlot, queue: q, sig: sig, tier: tier, prio: prio}
 	t.find.add(t.hash(q, sig, tier, prio), n, t.hashOf)
 	return b
@@ -137,7 +119,13 @@ func (t *bucketTable) drop(b *bucket) {
 	t.find.delete(t.hash(b.queue, b.sig, b.tier, b.prio), b.num, t.hashOf)
 	n := b.num
 	*b = bucket{num: n}
-	t.free = append(t.free, n)
+	t.freeRecord(n)
+}
+
+// sameString is a == b that answers equal strings sharing their bytes (a
+// driver's key, kept as a lone key's signature) without a call.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // signature names a set of gates: a lone key is its own name; anything else

@@ -12,14 +12,14 @@ import (
 // to free its slot. It returns the job to start and its worker, or nil when
 // the cycle is over and the scheduler waits for a running job to finish.
 // Tiers ignored in one queue stay ignored for the rest of the cycle.
-func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
+func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *bucket, *worker) {
 	below := len(s.tiers)
 	if only != nil {
 		if only.spec.Paused {
-			return nil, nil
+			return nil, nil, nil
 		}
-		j, w, _ := s.visit(p, pull, only, &below)
-		return j, w
+		j, b, w, _ := s.visit(p, pull, only, &below)
+		return j, b, w
 	}
 	// Ties are broken by drawing the queues of a run of equal priorities
 	// one by one, a Fisher-Yates shuffle done as far as the cycle goes, so
@@ -31,9 +31,19 @@ func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
 		if r+1 < len(s.ties) {
 			end = s.ties[r+1]
 		}
-		if end-start == 1 {
-			if j, w, done := s.visit(p, pull, s.active[start], &below); done {
-				return j, w
+		switch end - start {
+		case 1:
+			if j, b, w, done := s.visit(p, pull, s.active[start], &below); done {
+				return j, b, w
+			}
+			continue
+		case 2: // the draw below, unrolled
+			d := int32(s.rng.IntN(2))
+			if j, b, w, done := s.visit(p, pull, s.active[start+1-d], &below); done {
+				return j, b, w
+			}
+			if j, b, w, done := s.visit(p, pull, s.active[start+d], &below); done {
+				return j, b, w
 			}
 			continue
 		}
@@ -47,35 +57,36 @@ func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *worker) {
 				i := k + rest - 1 - s.rng.IntN(rest)
 				order[k], order[i] = order[i], order[k]
 			}
-			if j, w, done := s.visit(p, pull, s.active[order[k]], &below); done {
-				return j, w
+			if j, b, w, done := s.visit(p, pull, s.active[order[k]], &below); done {
+				return j, b, w
 			}
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // visit runs the cycle's steps for queue q: done says the cycle is over,
-// with the job to start and its worker, or none.
-func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *worker, bool) {
+// with the job to start, its bucket and its worker, or none.
+func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *bucket, *worker, bool) {
 	if !p.serves(q) {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	h := s.tierSteps(q, below, s.head(q, *below))
+	h, hb := s.head(q, *below)
+	h, hb = s.tierSteps(q, below, h, hb)
 	if h == nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	if pull != nil {
-		return h, pull, true
+		return h, hb, pull, true
 	}
 	if len(p.free) == 0 {
 		s.downgradeAll()
 		s.haltForQueue(p)
 	}
 	if len(p.free) == 0 {
-		return nil, nil, true
+		return nil, nil, nil, true
 	}
-	return h, p.free[0], true
+	return h, hb, p.free[0], true
 }
 
 // Dispatch runs the queue cycle until it is over and returns the jobs it
@@ -89,12 +100,13 @@ func (s *Scheduler) Dispatch() []Assignment {
 			continue
 		}
 		for {
-			j, w := s.cycle(p, nil, nil)
+			j, b, w := s.cycle(p, nil, nil)
 			if j == nil {
 				break
 			}
-			s.dequeue(j)
-			out = append(out, s.start(j, w))
+			s.dequeueFrom(j, b)
+			out = append(out, Assignment{})
+			s.start(j, b, w, &out[len(out)-1])
 		}
 	}
 	return out
@@ -121,13 +133,14 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 	n := min(max, w.free())
 	var from *queue
 	for got := 0; got < n; got++ {
-		j, _ := s.cycle(w.pool, w, from)
+		j, b, _ := s.cycle(w.pool, w, from)
 		if j == nil {
 			break
 		}
-		from = j.queue()
-		s.dequeue(j)
-		dst = append(dst, s.start(j, w))
+		from = b.queue
+		s.dequeueFrom(j, b)
+		dst = append(dst, Assignment{})
+		s.start(j, b, w, &dst[len(dst)-1])
 		if b := from.spec.Batch; b > 0 && got+1 >= b {
 			break
 		}
@@ -135,9 +148,10 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 	return dst, nil
 }
 
-// start runs a job (already out of its queue) on worker w. A default task
-// gets the slowest tier the limits allow.
-func (s *Scheduler) start(j *job, w *worker) Assignment {
+// start runs a job of bucket b (already out of its queue) on worker w and
+// fills in its assignment a (in place, as the caller's result holds it). A
+// default task gets the slowest tier the limits allow.
+func (s *Scheduler) start(j *job, b *bucket, w *worker, a *Assignment) {
 	tier := int(j.tier)
 	if j.isDefault() {
 		tier = s.largestTier()
@@ -154,20 +168,19 @@ func (s *Scheduler) start(j *job, w *worker) Assignment {
 		s.addToSet(&s.interactive, j)
 	}
 	s.runHints.add(j, len(s.runs)-len(s.runFree))
-	s.hold(j.bucket)
+	s.hold(b)
 	w.jobs = append(w.jobs, j)
 	if w.free() <= 0 {
 		w.pool.dropFree(w)
 	}
-	q := j.queue()
+	q := b.queue
 	q.running++
 	s.stats.Started++
-	a := Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
+	*a = Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
 		Tier: tier, Duration: s.tiers[tier].Duration, Default: j.isDefault(), Interactive: j.isInteractive()}
 	if a.Interactive {
 		a.Duration = 0
 	}
-	return a
 }
 
 // run returns the running attempt of a running job. The pointer is valid

@@ -37,6 +37,8 @@
 //   - invariants.go: the invariants of the design, checked by tests.
 //   - targetkey.go: the key of a scan target (seed 004).
 //   - heap.go, index.go: the ordered sets and the id index the rules use.
+//   - chunk.go, bucket.go: the dense tables of job records, buckets and
+//     gate counters, named by 32-bit numbers.
 //
 // A Scheduler is not safe for concurrent use; the driver serializes calls.
 package sched

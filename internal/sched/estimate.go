@@ -234,7 +234,10 @@ func (s *Scheduler) queuedInOrder(q *queue, max int) []*job {
 			for slot := b.head; slot != noSlot; slot = s.jobs.at(slot).next {
 				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
 			}
-			for _, slot := range b.set {
+			if q.spec.Order != OrderRandom {
+				continue
+			}
+			for _, slot := range *s.jobSet(b) {
 				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
 			}
 		}

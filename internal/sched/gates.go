@@ -53,33 +53,13 @@ type gateCounts struct {
 	g       *gate
 }
 
-// gateTable holds the counters of every gate in chunks (a *gateCounts stays
-// valid while it grows).
+// gateTable holds the counters of every gate in a chunkTable.
 type gateTable struct {
-	chunks [][]gateCounts
-	used   uint32
-	free   []uint32
-}
-
-const gateChunkBits = 10
-
-func (t *gateTable) at(n uint32) *gateCounts {
-	return &t.chunks[n>>gateChunkBits][n&(1<<gateChunkBits-1)]
+	chunkTable[gateCounts]
 }
 
 func (t *gateTable) add(g *gate) {
-	var n uint32
-	if k := len(t.free); k > 0 {
-		n = t.free[k-1]
-		t.free = t.free[:k-1]
-	} else {
-		n = t.used
-		t.used++
-		if int(n>>gateChunkBits) == len(t.chunks) {
-			t.chunks = append(t.chunks, make([]gateCounts, 1<<gateChunkBits))
-		}
-	}
-	c := t.at(n)
+	n, c := t.newRecord()
 	*c = gateCounts{num: n, g: g, mode: g.kind == gateMode, limit: unlimited}
 	g.gateCounts = c
 }
@@ -87,7 +67,7 @@ func (t *gateTable) add(g *gate) {
 func (t *gateTable) drop(g *gate) {
 	n := g.num
 	*g.gateCounts = gateCounts{num: n}
-	t.free = append(t.free, n)
+	t.freeRecord(n)
 }
 
 func (s *Scheduler) newGate(name string, kind gateKind, limit int) *gate {

@@ -3,6 +3,7 @@ package sched
 import (
 	"hash/maphash"
 	"math/bits"
+	"unsafe"
 )
 
 // strHash is the hash of job ids and bucket signatures: seeded, so that ids
@@ -57,9 +58,21 @@ func newSeed() uint64 {
 // several times the cost of the two compares a hit here takes. Entries are
 // checked against the name, so a collision only costs a miss; whoever
 // changes the map clears the cache.
+//
+// A driver usually passes the very same string each time (a constant, a
+// configured name), so the cache is tried first by the identity of the
+// name's bytes, which reads none of them, then by their content. An
+// identity entry holds the string itself, so its bytes cannot be freed and
+// their address reused for other bytes while it is cached.
 type nameCache[T any] struct {
-	names [nameSlots]string
-	vals  [nameSlots]*T
+	names  [nameSlots]string
+	vals   [nameSlots]*T
+	idents [nameSlots]identEntry[T]
+}
+
+type identEntry[T any] struct {
+	name string
+	val  *T
 }
 
 const nameSlots = 16
@@ -75,10 +88,24 @@ func nameSlot(name string) int {
 	return int((x * 0x9e3779b97f4a7c15) >> 60)
 }
 
+// identSlot places a name by the address of its bytes.
+func identSlot(name string) int {
+	return int((uint64(uintptr(unsafe.Pointer(unsafe.StringData(name)))) * 0x9e3779b97f4a7c15) >> 60)
+}
+
 // get returns the cached value for name, or nil.
 func (c *nameCache[T]) get(name string) *T {
+	e := &c.idents[identSlot(name)]
+	if len(e.name) == len(name) && unsafe.StringData(e.name) == unsafe.StringData(name) && e.val != nil {
+		return e.val
+	}
+	return c.getByContent(name)
+}
+
+func (c *nameCache[T]) getByContent(name string) *T {
 	i := nameSlot(name)
 	if v := c.vals[i]; v != nil && c.names[i] == name {
+		c.idents[identSlot(name)] = identEntry[T]{name, v}
 		return v
 	}
 	return nil
@@ -87,6 +114,7 @@ func (c *nameCache[T]) get(name string) *T {
 func (c *nameCache[T]) put(name string, v *T) {
 	i := nameSlot(name)
 	c.names[i], c.vals[i] = name, v
+	c.idents[identSlot(name)] = identEntry[T]{name, v}
 }
 
 func (c *nameCache[T]) clear() { *c = nameCache[T]{} }

@@ -97,10 +97,10 @@ func (s *slotSet) add(j *job) {
 	*s = append(*s, j.slot)
 }
 
-func (s *slotSet) swapRemove(t *jobTable, i int) {
+// swapRemove takes job j, at index j.pos, out of the set.
+func (s *slotSet) swapRemove(t *jobTable, j *job) {
 	old := *s
-	n := len(old) - 1
-	j := t.at(old[i])
+	i, n := int(j.pos), len(old)-1
 	if i != n {
 		old[i] = old[n]
 		t.at(old[i]).pos = int32(i)
@@ -110,21 +110,35 @@ func (s *slotSet) swapRemove(t *jobTable, i int) {
 }
 
 // bucketSet is the ready index of a random queue's tier: the visible
-// buckets in no order; a bucket's pos is its index here.
-type bucketSet []uint32
+// buckets in no order; a bucket's pos is its index here. A visible
+// bucket's set of jobs lives in its entry rather than in its record (see
+// Scheduler.jobSet), so that a random pick reads the entry, then a slot of
+// the set, then the job, and the bucket's record, needed too, is fetched
+// alongside instead of before.
+type bucketSet []setEntry
 
-func (s *bucketSet) add(b *bucket) {
-	b.pos = int32(len(*s))
-	*s = append(*s, b.num)
+type setEntry struct {
+	jobs slotSet
+	b    uint32 // bucket number
 }
 
+// add files a bucket, moving its set of jobs into its entry.
+func (s *bucketSet) add(b *bucket) {
+	b.pos = int32(len(*s))
+	*s = append(*s, setEntry{jobs: b.set, b: b.num})
+	b.set = nil
+}
+
+// remove takes a bucket out, moving its set of jobs back into its record.
 func (s *bucketSet) remove(t *bucketTable, b *bucket) {
 	old := *s
 	i, n := int(b.pos), len(old)-1
+	b.set = old[i].jobs
 	if i != n {
 		old[i] = old[n]
-		t.at(old[i]).pos = int32(i)
+		t.at(old[i].b).pos = int32(i)
 	}
+	old[n] = setEntry{}
 	*s = old[:n]
 	b.pos = -1
 }
@@ -133,13 +147,18 @@ func (s *bucketSet) remove(t *bucketTable, b *bucket) {
 // over the visible buckets, keyed by the sort key of each bucket's first
 // job, so that the root names the queue's next job. Each visible bucket
 // keeps one leaf (its pos) for as long as it stays visible; an update
-// replays the leaf's path to the root, one comparison per level between
-// siblings that share a cache line, and stops where nothing changes. No
+// replays the leaf's path to the root and stops where nothing changes. No
 // other bucket's record is touched, unlike a heap, whose moves must tell
 // every moved bucket its new index.
+//
+// The tree is 4-ary: the children of node i are nodes 4i..4i+3, so that
+// four siblings (16 bytes each) fill one cache line and a path has half
+// the levels of a binary tree. Node 1 is the root; the nodes of level L
+// are [4^L, 2·4^L), the leaves the last level; the indexes in between are
+// unused.
 type winnerTree struct {
 	w    []treeEntry // w[1] is the winner; leaf l is w[k+l]
-	k    int         // leaves, a power of two
+	k    int         // leaves, a power of four
 	free []int32     // free leaves
 }
 
@@ -187,35 +206,62 @@ func (t *winnerTree) remove(b *bucket) {
 
 func (t *winnerTree) set(leaf int32, e treeEntry) {
 	w := t.w
-	i := t.k + int(leaf)
+	m := uint(len(w) - 1) // len(w) is a power of two: masking by m proves every index in range
+	i := uint(t.k+int(leaf)) & m
 	w[i] = e
 	for i > 1 {
-		if sib := &w[i^1]; sib.key < e.key {
-			e = *sib
-		}
-		i >>= 1
-		if w[i].key == e.key {
+		e = minOfFour(w, i&^3)
+		i >>= 2
+		p := &w[i&m]
+		if p.key == e.key {
 			return // the winners above stay as they are
 		}
-		w[i] = e
+		*p = e
 	}
 }
 
-// grow doubles the leaves, keeping each bucket's leaf.
+// minOfFour returns the entry with the smallest key among the four
+// siblings w[g..g+3] (g a multiple of four).
+func minOfFour(w []treeEntry, g uint) treeEntry {
+	q := (*[4]treeEntry)(w[g : g+4]) // one bounds check for the four
+	a, c := &q[0], &q[2]
+	if q[1].key < a.key {
+		a = &q[1]
+	}
+	if q[3].key < c.key {
+		c = &q[3]
+	}
+	if c.key < a.key {
+		a = c
+	}
+	return *a
+}
+
+// grow makes four times the leaves, keeping each bucket's leaf.
 func (t *winnerTree) grow() {
-	k := max(4, 2*t.k)
+	k := max(4, 4*t.k)
 	w := make([]treeEntry, 2*k)
 	copy(w[k:], t.w[t.k:])
 	for l := k - 1; l >= t.k; l-- {
 		w[k+l] = treeEntry{key: noKey}
 		t.free = append(t.free, int32(l))
 	}
-	for i := k - 1; i >= 1; i-- {
-		l, r := w[2*i], w[2*i+1]
-		if r.key < l.key {
-			l = r
+	for level := k / 4; level >= 1; level /= 4 {
+		for i := level; i < 2*level; i++ {
+			w[i] = minOfFour(w, uint(4*i))
 		}
-		w[i] = l
 	}
 	t.w, t.k = w, k
+}
+
+// internal yields every node above the leaves, with the index of its first
+// child.
+func (t *winnerTree) internal(yield func(node, firstChild int) bool) {
+	for level := t.k / 4; level >= 1; level /= 4 {
+		for i := level; i < 2*level; i++ {
+			if !yield(i, 4*i) {
+				return
+			}
+		}
+	}
 }

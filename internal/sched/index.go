@@ -7,10 +7,8 @@ import (
 
 // jobTable holds every live job's record and finds it by id.
 //
-// Records sit in fixed chunks of jobChunk, so that a *job stays valid while
-// the table grows and a job's 32-bit slot names it everywhere else (lists,
-// heaps, sets, links). Freed slots are reused most recently freed first:
-// their records are the likeliest to be in cache.
+// Records sit in a chunkTable, so that a job's 32-bit slot names it
+// everywhere else (lists, heaps, sets, links).
 //
 // The id index (an open-addressing table of 8-byte entries) is written
 // once per job and never on the job's way out: freeing a slot bumps the
@@ -22,20 +20,13 @@ import (
 // completion none: Complete finds a running job by the identity of its id
 // string (runHints).
 type jobTable struct {
-	chunks [][]job
-	used   uint32   // slots handed out at least once
-	free   []uint32 // slots to reuse
-	gen    []uint8  // generation of each slot, as its record says, for sweeps
-	exts   []*jobExt
-	xfree  []uint32 // free indexes in exts (0 is never used)
-	index  jobIndex
-	seed   uint64
+	chunkTable[job]
+	gen   []uint8 // generation of each slot, as its record says, for sweeps
+	exts  []*jobExt
+	xfree []uint32 // free indexes in exts (0 is never used)
+	index jobIndex
+	seed  uint64
 }
-
-// jobChunkBits sets the records per chunk (1024 records, 64 KiB).
-const jobChunkBits = 10
-
-const jobChunk = 1 << jobChunkBits
 
 func newJobTable() jobTable {
 	t := jobTable{seed: newSeed(), exts: []*jobExt{nil}}
@@ -43,26 +34,12 @@ func newJobTable() jobTable {
 	return t
 }
 
-// at returns the record in a slot.
-func (t *jobTable) at(slot uint32) *job {
-	return &t.chunks[slot>>jobChunkBits][slot&(jobChunk-1)]
-}
-
 // alloc returns a zeroed record (its slot set) not yet in the index.
 func (t *jobTable) alloc() *job {
-	var slot uint32
-	if n := len(t.free); n > 0 {
-		slot = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		slot = t.used
-		t.used++
+	slot, j := t.newRecord()
+	if int(slot) == len(t.gen) {
 		t.gen = append(t.gen, 0)
-		if int(slot>>jobChunkBits) == len(t.chunks) {
-			t.chunks = append(t.chunks, make([]job, jobChunk))
-		}
 	}
-	j := t.at(slot)
 	j.slot = slot
 	return j
 }
@@ -78,7 +55,7 @@ func (t *jobTable) release(j *job) {
 	gen := j.gen + 1
 	*j = job{slot: slot, gen: gen}
 	t.gen[slot] = gen // a store: the record, read when the job ended, knew it
-	t.free = append(t.free, slot)
+	t.freeRecord(slot)
 	if x := &t.index; len(x.e) > minIndexSlots && 16*x.live < len(x.e) {
 		t.sweep(nil) // shrinks
 	}
@@ -198,7 +175,7 @@ func (t *jobTable) refill(n int, skip *job) bool {
 	for c, chunk := range t.chunks {
 		for i := range chunk {
 			j := &chunk[i]
-			if slot := uint32(c<<jobChunkBits + i); j.id != "" && j != skip && !x.insert(t.hash(j.id), slot, t.gen[slot]) {
+			if slot := uint32(c<<chunkBits + i); j.id != "" && j != skip && !x.insert(t.hash(j.id), slot, t.gen[slot]) {
 				return false
 			}
 		}
@@ -280,28 +257,28 @@ func (x *jobIndex) deleteAt(i uint64) {
 }
 
 // runHints finds a running job by the identity of its id string: the
-// address and length of its bytes. A driver that reports a completion with
-// the JobID of the Assignment it was given passes that very string, so the
-// lookup hashes one word instead of the id's bytes and reads no cold
-// memory. A hint is written when a job starts and never erased: a lookup
+// address and length of its bytes (the hint's position depends on the
+// address alone). A driver that reports a completion with the JobID of the
+// Assignment it was given passes that very string, so the lookup hashes
+// one word instead of the id's bytes and reads no cold memory. A hint is written when a job starts and never erased: a lookup
 // checks that the slot it names holds a running job whose id is this very
 // string (equal address and length mean equal bytes, and live jobs have
 // distinct ids), and anything else — an equal string from elsewhere, a
 // hint overwritten by another start — goes through jobTable.get.
 type runHints struct {
-	slot []uint32 // power-of-two length
-	bits uint
+	slot  []uint32 // power-of-two length
+	shift uint     // 64 - log2(len(slot))
 }
 
 // minHints is the smallest hint table; it grows to 16 entries per running
 // job, so that few hints are overwritten while their job runs.
 const minHints = 64
 
-func newRunHints() runHints { return runHints{slot: make([]uint32, minHints), bits: 6} }
+func newRunHints() runHints { return runHints{slot: make([]uint32, minHints), shift: 64 - 6} }
 
 func (r *runHints) at(id string) *uint32 {
-	p := uint64(uintptr(unsafe.Pointer(unsafe.StringData(id)))) ^ uint64(len(id))
-	return &r.slot[(p*0x9e3779b97f4a7c15)>>(64-r.bits)]
+	p := uint64(uintptr(unsafe.Pointer(unsafe.StringData(id))))
+	return &r.slot[(p*0x9e3779b97f4a7c15)>>(r.shift&63)]
 }
 
 // get returns the running job whose id is this very string, or nil.
@@ -321,7 +298,7 @@ func (r *runHints) get(t *jobTable, id string) *job {
 func (r *runHints) add(j *job, running int) {
 	if 16*running > len(r.slot) {
 		r.slot = make([]uint32, 2*len(r.slot)) // old hints are lost: lookups fall back
-		r.bits++
+		r.shift--
 	}
 	*r.at(j.id) = j.slot
 }

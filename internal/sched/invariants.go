@@ -114,7 +114,8 @@ func (c *checker) inQueueHeap(j *job) {
 	b := j.bucket
 	var in bool
 	if q.spec.Order == OrderRandom {
-		in = j.pos >= 0 && int(j.pos) < len(b.set) && b.set[j.pos] == j.slot
+		set := *c.s.jobSet(b)
+		in = j.pos >= 0 && int(j.pos) < len(set) && set[j.pos] == j.slot
 	} else {
 		in = c.listed[j.slot] == b
 	}
@@ -245,7 +246,7 @@ func (c *checker) gates() {
 	}
 	check(s.reads)
 	check(s.writes)
-	if n := int(s.gcs.used) - len(s.gcs.free); n != len(s.keyGates)+len(s.groups)+2 {
+	if n := s.gcs.live(); n != len(s.keyGates)+len(s.groups)+2 {
 		c.fail("%d gate counters in use for %d gates", n, len(s.keyGates)+len(s.groups)+2)
 	}
 	if s.reads.running > 0 && s.writes.running > 0 {
@@ -294,9 +295,9 @@ func (c *checker) buckets() {
 			c.bucket(b, refs[b], queued[b], live)
 		}
 	}
-	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.n != n || int(s.bkts.used)-len(s.bkts.free) != n {
+	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.n != n || s.bkts.live() != n {
 		c.fail("%d buckets (%d idle) counted, recount %d (%d idle), table %d, lookup %d",
-			s.nbuckets, s.idleBuckets, n, idle, int(s.bkts.used)-len(s.bkts.free), s.bkts.find.n)
+			s.nbuckets, s.idleBuckets, n, idle, s.bkts.live(), s.bkts.find.n)
 	}
 	c.liveGates(live)
 }
@@ -333,8 +334,11 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	case OrderFIFO:
 		c.list(b)
 	case OrderRandom:
-		if len(b.set) != int(b.queued) {
-			c.fail("bucket %q of %s: %d in its set, %d queued", b.sig, name, len(b.set), b.queued)
+		if n := len(*c.s.jobSet(b)); n != int(b.queued) {
+			c.fail("bucket %q of %s: %d in its set, %d queued", b.sig, name, n, b.queued)
+		}
+		if b.pos >= 0 && b.set != nil {
+			c.fail("bucket %q of %s: visible, yet its record holds a set", b.sig, name)
 		}
 	}
 	if b.visible() != (b.pos >= 0) {
@@ -346,7 +350,7 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 			e := t.w[t.k+int(b.pos)]
 			stale = e.b != b.num || e.key != b.headKey || e.first != b.head
 		} else {
-			stale = q.sets[b.tier][b.pos] != b.num
+			stale = q.sets[b.tier][b.pos].b != b.num
 		}
 		if stale {
 			c.fail("bucket %q tier %d: ready index entry is stale", b.sig, b.tier)
@@ -455,14 +459,14 @@ func (c *checker) queues() {
 
 // readyIndex checks a queue's ready index: only its order's kind, every
 // entry's bucket points back at it and is visible (bucket checks the
-// converse), and each tree node holds the smaller of its children.
+// converse), and each tree node holds the least of its children.
 func (c *checker) readyIndex(name string, q *queue) {
 	if len(q.tree) > 0 != (q.spec.Order == OrderFIFO) || len(q.sets) > 0 != (q.spec.Order == OrderRandom) {
 		c.fail("queue %q: ready index of another order", name)
 	}
 	for t, set := range q.sets {
-		for i, n := range set {
-			if b := c.s.bkts.at(n); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
+		for i, e := range set {
+			if b := c.s.bkts.at(e.b); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
 				c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
 			}
 		}
@@ -481,9 +485,11 @@ func (c *checker) readyIndex(name string, q *queue) {
 				c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
 			}
 		}
-		for i := 1; i < t.k; i++ {
-			if l, r := t.w[2*i].key, t.w[2*i+1].key; t.w[i].key != min(l, r) {
-				c.fail("queue %q tier %d: tree node %d holds %d, children %d and %d", name, tier, i, t.w[i].key, l, r)
+		for i, first := range t.internal {
+			kids := t.w[first : first+4]
+			least := min(kids[0].key, kids[1].key, kids[2].key, kids[3].key)
+			if t.w[i].key != least {
+				c.fail("queue %q tier %d: tree node %d holds %d, its children at least %d", name, tier, i, t.w[i].key, least)
 			}
 		}
 	}

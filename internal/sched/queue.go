@@ -190,7 +190,7 @@ func (s *Scheduler) enqueue(j *job) {
 		q.strict.push(&s.jobs, j.key, j)
 		return
 	case OrderRandom:
-		b.set.add(j)
+		s.jobSet(b).add(j)
 		if b.closed == 0 && b.pos < 0 {
 			q.sets[b.tier].add(b)
 		}
@@ -203,8 +203,10 @@ func (s *Scheduler) enqueue(j *job) {
 }
 
 // dequeue takes a queued job out of its queue.
-func (s *Scheduler) dequeue(j *job) {
-	b := j.bucket
+func (s *Scheduler) dequeue(j *job) { s.dequeueFrom(j, j.bucket) }
+
+// dequeueFrom is dequeue for a job of bucket b.
+func (s *Scheduler) dequeueFrom(j *job, b *bucket) {
 	q := b.queue
 	q.queued--
 	b.queued--
@@ -213,7 +215,7 @@ func (s *Scheduler) dequeue(j *job) {
 		q.strict.remove(&s.jobs, int(j.pos))
 		return
 	case OrderRandom:
-		b.set.swapRemove(&s.jobs, int(j.pos))
+		s.jobSet(b).swapRemove(&s.jobs, j)
 		if b.pos >= 0 && b.queued == 0 {
 			q.sets[b.tier].remove(&s.bkts, b)
 		}
@@ -229,6 +231,15 @@ func (s *Scheduler) dequeue(j *job) {
 	} else if wasFirst {
 		q.tree[b.tier].update(b, b.headKey, b.head)
 	}
+}
+
+// jobSet returns the set of queued jobs of a bucket of a random queue: in
+// its ready index entry while it is visible, else in its record.
+func (s *Scheduler) jobSet(b *bucket) *slotSet {
+	if b.pos >= 0 {
+		return &b.queue.sets[b.tier][b.pos].jobs
+	}
+	return &b.set
 }
 
 // hide takes a bucket whose gate closed out of the ready index.
@@ -255,20 +266,23 @@ func (s *Scheduler) show(b *bucket) {
 	}
 }
 
-// head returns the queue's next admissible job among tiers below limit, or
-// nil: for FIFO the first in order, for random a random one, for strict the
-// head itself if nothing blocks it.
-func (s *Scheduler) head(q *queue, below int) *job {
+// head returns the queue's next admissible job among tiers below limit and
+// its bucket, or nil: for FIFO the first in order, for random a random one,
+// for strict the head itself if nothing blocks it. FIFO and random queues
+// take the bucket from their ready index, not from the job's record, so
+// that the two (with a million jobs queued, both likely out of cache) are
+// fetched in parallel rather than one after the other.
+func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	switch q.spec.Order {
 	case OrderStrict:
 		if len(q.strict) == 0 {
-			return nil
+			return nil, nil
 		}
 		j := s.jobs.at(q.strict.top())
-		if j.bucket.closed > 0 || int(j.tier) >= below {
-			return nil
+		if b := j.bucket; b.closed == 0 && int(b.tier) < below {
+			return j, b
 		}
-		return j
+		return nil, nil
 	case OrderRandom:
 		return s.randomHead(q, below)
 	}
@@ -279,20 +293,20 @@ func (s *Scheduler) head(q *queue, below int) *job {
 		}
 	}
 	if best.key == noKey {
-		return nil
+		return nil, nil
 	}
-	return s.jobs.at(best.first)
+	return s.jobs.at(best.first), s.bkts.at(best.b)
 }
 
 // randomHead picks a random visible bucket of the tiers below limit, then a
 // random job in it (seed 004's two randints).
-func (s *Scheduler) randomHead(q *queue, below int) *job {
+func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	total := 0
 	for t := 0; t < below; t++ {
 		total += len(q.sets[t])
 	}
 	if total == 0 {
-		return nil
+		return nil, nil
 	}
 	r := s.rng.IntN(total)
 	for t := 0; t < below; t++ {
@@ -300,8 +314,9 @@ func (s *Scheduler) randomHead(q *queue, below int) *job {
 			r -= n
 			continue
 		}
-		set := s.bkts.at(q.sets[t][r]).set
-		return s.jobs.at(set[s.rng.IntN(len(set))])
+		e := &q.sets[t][r]
+		b, set := s.bkts.at(e.b), e.jobs
+		return s.jobs.at(set[s.rng.IntN(len(set))]), b
 	}
-	return nil
+	return nil, nil
 }

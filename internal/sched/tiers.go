@@ -87,19 +87,24 @@ func (s *Scheduler) TierLimits() []int { return append([]int(nil), s.limits...) 
 // needs tier k or slower and limit k is reached, a running default task is
 // downgraded to make room; if the limit is still reached, tiers k and
 // slower are ignored for the rest of the cycle (*below = k) and the head is
-// taken again. It returns the first unignored head, or nil.
-func (s *Scheduler) tierSteps(q *queue, below *int, h *job) *job {
+// taken again. It returns the first unignored head and its bucket hb, or
+// nil. It reads the head's tier from its bucket (jobs of a bucket share
+// their tier), whose record the head's start needs anyway.
+func (s *Scheduler) tierSteps(q *queue, below *int, h *job, hb *bucket) (*job, *bucket) {
+	if h == nil || hb.tier == 0 { // no tier k ≥ 1 to step through (fast and default tasks)
+		return h, hb
+	}
 	for k := len(s.tiers) - 1; k >= 1 && h != nil; k-- {
-		if int(h.tier) < k || !s.atLimit(k) {
+		if int(hb.tier) < k || !s.atLimit(k) {
 			continue
 		}
 		s.downgradeForHead(k)
 		if s.atLimit(k) {
 			*below = k
-			h = s.head(q, k)
+			h, hb = s.head(q, k)
 		}
 	}
-	return h
+	return h, hb
 }
 
 // downgradeForHead makes room in tier k for a waiting head: a random default
@@ -249,7 +254,9 @@ func (s *Scheduler) StartInteractive(spec JobSpec) (Assignment, error) {
 	}
 	j := s.newJob(&spec)
 	j.flags |= flagInteractive
-	return s.start(j, w), nil
+	var a Assignment
+	s.start(j, j.bucket, w, &a)
+	return a, nil
 }
 
 func (s *Scheduler) freePushWorker(q *queue) *worker {
