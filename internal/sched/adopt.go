@@ -47,7 +47,8 @@ func (s *Scheduler) adopt(spec JobSpec, workerID string, tier int, started time.
 	}
 	j := s.newJob(&spec)
 	j.flags |= flags
-	a := s.start(j, w)
+	var a Assignment
+	s.start(j, j.bucket, w, &a)
 	if a.Tier != tier {
 		s.setRunTier(j, tier)
 		a.Tier, a.Duration = tier, s.tiers[tier].Duration
