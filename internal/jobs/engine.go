@@ -216,7 +216,7 @@ func waitError(err error) error {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("jobs: stopped waiting for the store: %w", err)
 	}
-	return fmt.Errorf("%w: %v", ErrStore, err)
+	return fmt.Errorf("%w: %w", ErrStore, err)
 }
 
 // change runs f with the engine locked; when f succeeds it carries out

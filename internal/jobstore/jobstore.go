@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
@@ -73,31 +72,9 @@ func stateCode(s jobs.State) int {
 
 // Store is the SQLite jobs.Store.
 type Store struct {
-	db  *sql.DB
-	log *slog.Logger
-
-	mu      sync.Mutex
-	cur     *batch
-	closed  bool
-	signal  chan struct{}
-	stopped chan struct{}
-}
-
-// batch is the changes one transaction writes.
-type batch struct {
-	ops  []jobs.Op
-	done chan struct{}
-	err  error
-}
-
-// Wait implements jobs.Pending.
-func (b *batch) Wait(ctx context.Context) error {
-	select {
-	case <-b.done:
-		return b.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	*jobs.GroupCommitter // Append, Close and Prune
+	db                   *sql.DB
+	log                  *slog.Logger
 }
 
 // Open prepares the tables in db and starts the writer.
@@ -108,93 +85,13 @@ func Open(ctx context.Context, db *sql.DB, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{db: db, log: log, cur: newBatch(), signal: make(chan struct{}, 1), stopped: make(chan struct{})}
 	w, err := newWriter(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	go s.write(w)
+	s := &Store{db: db, log: log}
+	s.GroupCommitter = jobs.NewGroupCommitter("jobstore", w.commit, nil, w.close, log)
 	return s, nil
-}
-
-func newBatch() *batch { return &batch{done: make(chan struct{})} }
-
-// Append implements jobs.Store.
-func (s *Store) Append(ops ...jobs.Op) jobs.Pending {
-	s.mu.Lock()
-	b := s.cur
-	if s.closed {
-		s.mu.Unlock()
-		return &batch{done: closedChan, err: errors.New("jobstore: closed")}
-	}
-	b.ops = append(b.ops, ops...)
-	s.mu.Unlock()
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-	return b
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// write commits batches until the store closes.
-func (s *Store) write(w *writer) {
-	defer close(s.stopped)
-	defer w.close()
-	for range s.signal {
-		s.mu.Lock()
-		b, closed := s.cur, s.closed
-		s.cur = newBatch()
-		s.mu.Unlock()
-		if len(b.ops) > 0 {
-			b.err = w.commit(b.ops)
-			if b.err != nil {
-				s.log.Error("jobstore: commit failed", "ops", len(b.ops), "err", b.err)
-			}
-		}
-		close(b.done)
-		if closed {
-			return
-		}
-	}
-}
-
-// Close writes what was appended and stops the writer.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	// A full buffer already wakes the writer (or woke it, and it saw
-	// closed): a blocking send could wait for a writer that has returned.
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-	<-s.stopped
-	return nil
-}
-
-// Prune deletes, every interval until ctx ends, the jobs that finished
-// longer than keep ago (up to 100,000 at a time), their dependency rows
-// and the workflows left without jobs.
-func (s *Store) Prune(ctx context.Context, keep, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		if err := s.Append(jobs.Op{Kind: jobs.OpPrune, At: time.Now().Add(-keep)}).Wait(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("jobstore: pruning finished jobs", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // Load implements jobs.Store.

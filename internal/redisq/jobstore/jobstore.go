@@ -15,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,9 +25,6 @@ import (
 // ErrFenced reports that the store's token no longer holds the leader
 // key: another scheduler leads, and this store writes nothing more.
 var ErrFenced = errors.New("redis jobstore: fenced, another scheduler holds the lead")
-
-// ErrClosed reports a change appended after Close.
-var ErrClosed = errors.New("redis jobstore: closed")
 
 // Fence is the lease every write checks: Key must hold Token. A zero
 // Fence (empty Token) checks nothing, for tests and single-leader use.
@@ -45,42 +40,16 @@ const maxScriptOps = 10000
 
 // Store is the Redis jobs.Store.
 type Store struct {
-	rdb   redis.UniversalClient
-	k     names
-	fence Fence
-	log   *slog.Logger
-
-	mu      sync.Mutex
-	cur     *batch
-	closed  bool
-	failed  error // set once fenced: every later Append fails with it
-	signal  chan struct{}
-	stopped chan struct{}
+	*jobs.GroupCommitter // Append, Close and Prune
+	rdb                  redis.UniversalClient
+	k                    names
+	fence                Fence
+	log                  *slog.Logger
 }
-
-// batch is the changes one write carries.
-type batch struct {
-	ops  []jobs.Op
-	done chan struct{}
-	err  error
-}
-
-// Wait implements jobs.Pending.
-func (b *batch) Wait(ctx context.Context) error {
-	select {
-	case <-b.done:
-		return b.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func newBatch() *batch { return &batch{done: make(chan struct{})} }
 
 // New returns a store on rdb under keys' prefix whose writes check fence,
-// and starts its writer. log may be nil.
+// and starts its writer. log may be nil. Close does not close rdb, which
+// the caller owns; once fenced, every write fails with ErrFenced.
 func New(rdb redis.UniversalClient, keys redisq.Keys, fence Fence, log *slog.Logger) *Store {
 	if fence.Key == "" {
 		fence.Key = keys.Leader()
@@ -88,71 +57,11 @@ func New(rdb redis.UniversalClient, keys redisq.Keys, fence Fence, log *slog.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{rdb: rdb, k: newNames(keys), fence: fence, log: log, cur: newBatch(),
-		signal: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go s.write()
+	s := &Store{rdb: rdb, k: newNames(keys), fence: fence, log: log}
+	fenced := func(err error) bool { return errors.Is(err, ErrFenced) }
+	commit := func(ops []jobs.Op) error { return s.commit(context.Background(), ops) }
+	s.GroupCommitter = jobs.NewGroupCommitter("redis jobstore", commit, fenced, nil, log)
 	return s
-}
-
-// Append implements jobs.Store.
-func (s *Store) Append(ops ...jobs.Op) jobs.Pending {
-	s.mu.Lock()
-	switch {
-	case s.failed != nil:
-		err := s.failed
-		s.mu.Unlock()
-		return &batch{done: closedChan, err: err}
-	case s.closed:
-		s.mu.Unlock()
-		return &batch{done: closedChan, err: ErrClosed}
-	}
-	b := s.cur
-	b.ops = append(b.ops, ops...)
-	s.mu.Unlock()
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-	return b
-}
-
-// write writes batches until the store closes.
-func (s *Store) write() {
-	defer close(s.stopped)
-	for range s.signal {
-		s.mu.Lock()
-		b, closed, failed := s.cur, s.closed, s.failed
-		s.cur = newBatch()
-		s.mu.Unlock()
-		if len(b.ops) > 0 {
-			b.err = failed
-			if b.err == nil {
-				b.err = s.commit(context.Background(), b.ops)
-			}
-			s.noteFailure(b)
-		}
-		close(b.done)
-		if closed {
-			return
-		}
-	}
-}
-
-// noteFailure logs a failed batch and, when it was fenced, fails the store.
-func (s *Store) noteFailure(b *batch) {
-	if b.err == nil {
-		return
-	}
-	if errors.Is(b.err, ErrFenced) {
-		s.mu.Lock()
-		if s.failed == nil {
-			s.log.Error("redis jobstore: fenced; writing nothing more", "err", b.err)
-		}
-		s.failed = b.err
-		s.mu.Unlock()
-		return
-	}
-	s.log.Error("redis jobstore: write failed", "ops", len(b.ops), "err", b.err)
 }
 
 // commit writes ops in order: runs of changes in scripts of at most
@@ -176,44 +85,6 @@ func (s *Store) commit(ctx context.Context, ops []jobs.Op) error {
 		ops = ops[n:]
 	}
 	return nil
-}
-
-// Close writes what was appended and stops the writer. It does not close
-// the Redis client, which the caller owns.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	// A full buffer already wakes the writer (or woke it, and it saw
-	// closed): a blocking send could wait for a writer that has returned.
-	select {
-	case s.signal <- struct{}{}:
-	default:
-	}
-	<-s.stopped
-	return nil
-}
-
-// Prune deletes, every interval until ctx ends, the jobs that finished
-// longer than keep ago (up to 100,000 at a time), and the workflows left
-// without jobs, as the SQLite store's Prune does.
-func (s *Store) Prune(ctx context.Context, keep, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		if err := s.Append(jobs.Op{Kind: jobs.OpPrune, At: time.Now().Add(-keep)}).Wait(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("redis jobstore: pruning finished jobs", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // fenceError turns a script's refusal into ErrFenced.
