@@ -310,14 +310,21 @@ func successiveEnds(steps []step, n int) []int64 {
 
 // profile is the free capacity of each tier limit over time, as segments:
 // segment i covers [times[i], times[i+1]), the last one runs forever.
+//
+// Free capacity only goes down while a profile is filled, so a segment
+// where a tier has no room never has room for it again (nor for any slower
+// tier, which needs room in more limits): fitFrom[t] is a time before
+// which no segment fits tier t, where place starts looking. That keeps an
+// estimate pass near linear in the queue instead of quadratic.
 type profile struct {
-	levels int
-	times  []int64
-	free   []int32 // levels entries per segment
+	levels  int
+	times   []int64
+	free    []int32 // levels entries per segment
+	fitFrom []int64 // per tier: no segment before it fits
 }
 
 func newProfile(now int64, limits []int) *profile {
-	p := &profile{levels: len(limits), times: []int64{now}, free: make([]int32, len(limits))}
+	p := &profile{levels: len(limits), times: []int64{now}, free: make([]int32, len(limits)), fitFrom: make([]int64, len(limits))}
 	for k, l := range limits {
 		p.free[k] = int32(l)
 	}
@@ -364,18 +371,40 @@ func (p *profile) place(now, d int64, tier int) int64 {
 		return -1
 	}
 	d = max(d, 1)
-	start, i := now, 0
-	for i <= last {
+	i := p.segmentAt(max(now, p.fitFrom[tier]))
+	for !p.fits(i, tier) { // the last segment fits: this ends
+		i++
+	}
+	p.noteFitFrom(tier, p.times[i])
+	start := max(now, p.times[i])
+	for i < last {
 		if !p.fits(i, tier) {
 			i++
 			start = p.times[i]
 			continue
 		}
-		if i == last || p.times[i+1] >= start+d {
+		if p.times[i+1] >= start+d {
 			break
 		}
 		i++
 	}
 	p.reserve(start, start+d, tier)
 	return start
+}
+
+// segmentAt is the index of the segment that covers t.
+func (p *profile) segmentAt(t int64) int {
+	i, found := slices.BinarySearch(p.times, t)
+	if !found {
+		i--
+	}
+	return max(i, 0)
+}
+
+// noteFitFrom records that no segment before t fits tier (nor any slower
+// tier).
+func (p *profile) noteFitFrom(tier int, t int64) {
+	for k := tier; k < len(p.fitFrom); k++ {
+		p.fitFrom[k] = max(p.fitFrom[k], t)
+	}
 }

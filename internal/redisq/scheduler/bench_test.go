@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,4 +57,82 @@ func BenchmarkDecisionLatency(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkThroughput measures how many tasks per second the leader
+// schedules when it is the bottleneck: 64 backends that finish each task
+// the moment they read it (the test plays them, reading queue.outcoming
+// as a consumer group and pushing to queue.finished), with b.N tasks
+// pushed to queue.incoming at once (the test plays the queue servers).
+// One op is one task from queue.incoming to queue.finished.
+//
+//	go test -run '^$' -bench Throughput -benchtime 20000x ./internal/redisq/scheduler/
+func BenchmarkThroughput(b *testing.B) {
+	e := newEnv(b)
+	e.addBackends(64, time.Hour)
+	n := e.startScheduler("a", func(c *Config) { c.MonitorEvery = time.Minute })
+	e.waitLeading(n, wait)
+	e.waitFor("64 slots", wait, func() bool { return e.status(n).Core.Slots == 64 })
+	k := e.keys
+	ctx := e.ctx()
+	if err := e.rdb.XGroupCreateMkStream(ctx, k.Outcoming(), redisq.ConsumerGroup, "0").Err(); err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
+		b.Fatal(err)
+	}
+	fields := redisq.TaskOptions{Duration: 3 * time.Second, Main: "a.asy"}.Fields()
+	ids := make([]string, b.N)
+	pipe := e.rdb.Pipeline()
+	for i := range ids {
+		ids[i] = "tp-" + strconv.Itoa(i)
+		pipe.HSet(ctx, k.Task(ids[i]), fields)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	b.ResetTimer()
+	go func() { done <- playBackends(e, b.N) }()
+	for i := 0; i < len(ids); i += 1000 {
+		if err := e.rdb.RPush(ctx, k.Incoming(), anySlice(ids[i:min(i+1000, len(ids))])...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// playBackends takes n tasks from queue.outcoming and finishes each at
+// once, as fast backends would, in batches.
+func playBackends(e *env, n int) error {
+	k, ctx := e.keys, e.ctx()
+	for n > 0 {
+		res, err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: redisq.ConsumerGroup, Consumer: "bench",
+			Streams: []string{k.Outcoming(), ">"}, Count: 64, Block: 10 * time.Second}).Result()
+		if err != nil {
+			return fmt.Errorf("XREADGROUP with %d tasks to go: %w", n, err)
+		}
+		pipe := e.rdb.Pipeline()
+		for _, m := range res[0].Messages {
+			pipe.XAck(ctx, k.Outcoming(), redisq.ConsumerGroup, m.ID)
+			pipe.XDel(ctx, k.Outcoming(), m.ID)
+			id, _ := m.Values["task"].(string)
+			pipe.Del(ctx, k.Task(id))
+			pipe.RPush(ctx, k.Finished(), id)
+			n--
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }

@@ -2,15 +2,20 @@ package scheduler
 
 import (
 	"context"
+	"time"
 
 	"github.com/usherhq/usher/internal/redisq"
 )
+
+// freshEstimateGap is the shortest time between two estimate passes that
+// a change of the queue starts.
+const freshEstimateGap = 250 * time.Millisecond
 
 // estimates tells each queued task its wait and position when it has none
 // yet, its position moved, its wait changed noticeably or it was last told
 // EstimateResend ago: one fenced script per batch.
 func (l *leader) estimates(ctx context.Context) error {
-	l.fresh = false
+	l.fresh, l.estimatedAt = false, l.s.cfg.Now()
 	if l.queued <= 0 {
 		return nil
 	}

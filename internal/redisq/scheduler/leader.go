@@ -50,9 +50,11 @@ type leader struct {
 	queued   int
 	backends int
 	ops      []op
-	fresh    bool   // the queue changed since the last estimates
-	valid    string // ",0,3000,…,": durations a task may name
-	leaseAt  time.Time
+	fresh    bool // the queue changed since the last estimates
+	// estimatedAt is when the last estimate pass ran.
+	estimatedAt time.Time
+	valid       string // ",0,3000,…,": durations a task may name
+	leaseAt     time.Time
 }
 
 // lead drives the core while this node holds the lease. A Redis error in

@@ -41,7 +41,10 @@ func (l *leader) settle(ctx context.Context) error {
 			l.free(id)
 		}
 	}
-	if l.fresh && l.queued > 0 {
+	// A changed queue is estimated at once, but at most every
+	// freshEstimateGap: under a flood of arrivals the pass (linear in the
+	// queue) would otherwise run after every step. The tick covers the rest.
+	if l.fresh && l.queued > 0 && l.s.cfg.Now().Sub(l.estimatedAt) >= freshEstimateGap {
 		return l.estimates(ctx)
 	}
 	return nil
