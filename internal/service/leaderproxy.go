@@ -18,9 +18,10 @@ import (
 // whose address the leader keeps in Redis: any queue server takes
 // submissions and leases, the leader decides.
 type leaderProxy struct {
-	rdb    redis.UniversalClient
-	key    string // redisq.Keys.SchedulerAPI
-	logger *slog.Logger
+	rdb       redis.UniversalClient
+	key       string // redisq.Keys.SchedulerAPI
+	logger    *slog.Logger
+	transport *http.Transport
 
 	mu      sync.Mutex
 	target  string
@@ -33,7 +34,13 @@ type leaderProxy struct {
 const leaderCacheFor = time.Second
 
 func newLeaderProxy(rdb redis.UniversalClient, key string, logger *slog.Logger) *leaderProxy {
-	return &leaderProxy{rdb: rdb, key: key, logger: logger}
+	// Every agent's calls go to the one leader: keep as many idle
+	// connections to it as agents' calls may be in flight, rather than
+	// net/http's default of 2 per host, which would dial and close a
+	// connection for nearly every call under load.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
+	return &leaderProxy{rdb: rdb, key: key, logger: logger, transport: tr}
 }
 
 // ServeHTTP proxies the request, or answers 503 while no scheduler leads.
@@ -77,6 +84,7 @@ func (p *leaderProxy) current(ctx context.Context) (*httputil.ReverseProxy, erro
 
 func (p *leaderProxy) newProxy(u *url.URL) *httputil.ReverseProxy {
 	rp := &httputil.ReverseProxy{
+		Transport: p.transport,
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
 			r.SetXForwarded()

@@ -29,7 +29,15 @@ import (
 // between the leading scheduler and a queue server.
 func TestCrashRecoveryMultiNode(t *testing.T) {
 	crashRecovery(t, func(ctx context.Context, t *testing.T, bin string) deployment {
-		return startMultiNode(ctx, t, bin)
+		return startMultiNode(ctx, t, bin, redistest.Start(t).URL())
+	})
+}
+
+// TestCrashRecoveryMultiNodeOnRedisCluster is the same on a 3-master
+// Redis Cluster, every key under the {usher}: hash tag.
+func TestCrashRecoveryMultiNodeOnRedisCluster(t *testing.T) {
+	crashRecovery(t, func(ctx context.Context, t *testing.T, bin string) deployment {
+		return startMultiNode(ctx, t, bin, redistest.StartCluster(t, 3).URL())
 	})
 }
 
@@ -58,14 +66,13 @@ type frontSlot struct {
 
 var servingRE = regexp.MustCompile(`msg="usher serving" addr=(\S+)`)
 
-func startMultiNode(ctx context.Context, t *testing.T, bin string) *multiNode {
-	srv := redistest.Start(t)
-	rdb, err := redisq.Open(ctx, srv.URL(), 0)
+func startMultiNode(ctx context.Context, t *testing.T, bin, redisURL string) *multiNode {
+	rdb, err := redisq.Open(ctx, redisURL, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	m := &multiNode{t: t, bin: bin, dir: t.TempDir(), redisURL: srv.URL(), rdb: rdb,
+	m := &multiNode{t: t, bin: bin, dir: t.TempDir(), redisURL: redisURL, rdb: rdb,
 		keys: redisq.NewKeys(redisq.DefaultPrefix), scheds: map[string]*testbin.Proc{}}
 	for i := range m.fronts {
 		m.fronts[i].url.Store(new(string))
