@@ -39,4 +39,5 @@ func (s runnerStarter) Start(ctx context.Context, t sandbox.Task, sink sandbox.S
 	return run, nil
 }
 
+// Close closes the runner: its spare displays are killed.
 func (s runnerStarter) Close() error { return s.r.Close() }

@@ -18,7 +18,9 @@ import (
 // only socket is /tmp/.X11-unix/X0 in the task's private /tmp (no TCP, no
 // abstract socket; the sandbox has its own network namespace anyway), so no
 // other task can reach it, and it dies with the task like every process of
-// the sandbox. OpenGL runs in asy's own process through Mesa's software
+// the sandbox. (A task that finds a spare display ready, started for it
+// in a sandbox of its own, uses that one instead: spare.go.) OpenGL runs
+// in asy's own process through Mesa's software
 // renderer (llvmpipe): the sandbox has no /dev/dri, so no GPU is reachable.
 // docs/benchmarks.md has the cost and the alternatives that were measured.
 
