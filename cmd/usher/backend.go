@@ -117,6 +117,9 @@ func (o *backendOptions) run(ctx context.Context, logOut io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("backend: the sandbox does not work: %w", err)
 	}
+	if c, ok := starter.(io.Closer); ok {
+		defer c.Close() // the runner's spare displays
+	}
 	if o.redis != "" {
 		return o.runRedis(ctx, starter, log)
 	}

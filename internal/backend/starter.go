@@ -25,7 +25,8 @@ type Execution interface {
 	Wait() sandbox.Outcome
 }
 
-// Sandbox returns r as a Starter.
+// Sandbox returns r as a Starter. It is also an io.Closer that closes r
+// (its spare displays): call Close once no task runs.
 func Sandbox(r *sandbox.Runner) Starter { return runnerStarter{r} }
 
 type runnerStarter struct{ r *sandbox.Runner }
@@ -37,3 +38,6 @@ func (s runnerStarter) Start(ctx context.Context, t sandbox.Task, sink sandbox.S
 	}
 	return run, nil
 }
+
+// Close closes the runner: its spare displays are killed.
+func (s runnerStarter) Close() error { return s.r.Close() }

@@ -79,8 +79,34 @@ func sandboxEnv(home string) []string {
 }
 
 // bwrapArgs is bubblewrap's command line that runs argv in the sandbox with
-// the host directory workDir mounted read-write at sandboxDir.
-func (r *Runner) bwrapArgs(workDir string, argv []string) []string {
+// the host directory workDir mounted read-write at sandboxDir. With x11,
+// the spare display's socket directory that was moved into workDir
+// (spare.go) is also bound read-only at /tmp/.X11-unix.
+func (r *Runner) bwrapArgs(workDir string, x11 bool, argv []string) []string {
+	args := r.bwrapHead(sandboxEnv(sandboxDir + "/" + homeName))
+	if x11 {
+		args = append(args, "--ro-bind", filepath.Join(workDir, spareSocketName), "/tmp/.X11-unix")
+	}
+	args = append(args, "--bind", workDir, sandboxDir)
+	return r.bwrapTail(args, sandboxDir, argv)
+}
+
+// spareArgs is bubblewrap's command line for a spare display (spare.go):
+// Xvfb on display :0 under the task rlimits, its socket directory the host
+// directory socketDir, its display number written on spareDisplayFD once
+// it serves clients.
+func (r *Runner) spareArgs(socketDir string) []string {
+	args := r.bwrapHead([]string{"PATH=/usr/bin:/bin"})
+	args = append(args, "--bind", socketDir, "/tmp/.X11-unix")
+	argv := r.limits.prlimitArgs(r.tools.prlimit, true)
+	argv = append(argv, r.tools.xvfb, ":0", "-displayfd", strconv.Itoa(spareDisplayFD))
+	return r.bwrapTail(args, "/", append(argv, xvfbArgs...))
+}
+
+// bwrapHead starts every bubblewrap command line: new namespaces of every
+// kind, the unprivileged uid, only env as environment, the read-only root
+// and a private /tmp of Limits.Disk bytes.
+func (r *Runner) bwrapHead(env []string) []string {
 	id := strconv.Itoa(nobody)
 	args := []string{
 		r.tools.bwrap,
@@ -89,16 +115,20 @@ func (r *Runner) bwrapArgs(workDir string, argv []string) []string {
 		"--uid", id, "--gid", id, "--hostname", "sandbox",
 		"--clearenv",
 	}
-	for _, kv := range sandboxEnv(sandboxDir + "/" + homeName) {
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
 	}
 	args = append(args, r.rootfs...)
+	return append(args, "--size", strconv.FormatInt(r.limits.Disk, 10), "--tmpfs", "/tmp")
+}
+
+// bwrapTail ends a bubblewrap command line: the root read-only, dir as the
+// working directory, argv's first process as PID 1, the status fd.
+func (r *Runner) bwrapTail(args []string, dir string, argv []string) []string {
 	args = append(args,
-		"--size", strconv.FormatInt(r.limits.Disk, 10), "--tmpfs", "/tmp",
-		"--bind", workDir, sandboxDir,
 		"--remount-ro", "/",
-		"--chdir", sandboxDir,
+		"--chdir", dir,
 		"--as-pid-1",
 		"--json-status-fd", strconv.Itoa(statusFD),
 		"--")
@@ -146,11 +176,11 @@ func (r *Runner) asyArgs(t Task, token string) []string {
 //
 // In insecure mode: prlimit → sh (with the display) → stdbuf → asy in the
 // work directory, leading its own process group.
-func (r *Runner) command(dir *workDir, t Task, token string) *exec.Cmd {
+func (r *Runner) command(dir *workDir, t Task, token string, x11 bool) *exec.Cmd {
 	asy := append([]string{r.tools.stdbuf, "-oL"}, r.asyArgs(t, token)...)
 	if r.insecure {
 		argv := r.limits.prlimitArgs(r.tools.prlimit, false)
-		argv = append(argv, r.wrapCommand(filepath.Join(dir.path, homeName), t, asy)...)
+		argv = append(argv, r.wrapCommand(filepath.Join(dir.path, homeName), t, false, asy)...)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir.path
 		cmd.Env = sandboxEnv(filepath.Join(dir.path, homeName))
@@ -158,15 +188,25 @@ func (r *Runner) command(dir *workDir, t Task, token string) *exec.Cmd {
 		return cmd
 	}
 	argv := r.limits.prlimitArgs(r.tools.prlimit, true)
-	argv = append(argv, r.wrapCommand("/tmp", t, asy)...)
-	return r.bwrapCommand(dir.path, argv)
+	argv = append(argv, r.wrapCommand("/tmp", t, x11, asy)...)
+	return r.execBwrap(r.bwrapArgs(dir.path, x11, argv))
 }
 
-// bwrapCommand runs argv in a sandbox on workDir. When the server is root,
-// bubblewrap itself starts as the unprivileged sandbox uid, so the job is
-// that uid on the host too (not root mapped into a user namespace).
+// bwrapCommand runs argv in a sandbox on workDir.
 func (r *Runner) bwrapCommand(workDir string, argv []string) *exec.Cmd {
-	args := r.bwrapArgs(workDir, argv)
+	return r.execBwrap(r.bwrapArgs(workDir, false, argv))
+}
+
+// spareCommand runs a spare display on the host directory socketDir.
+func (r *Runner) spareCommand(socketDir string) *exec.Cmd {
+	return r.execBwrap(r.spareArgs(socketDir))
+}
+
+// execBwrap is the bubblewrap command line args as a command. When the
+// server is root, bubblewrap itself starts as the unprivileged sandbox
+// uid, so the job is that uid on the host too (not root mapped into a
+// user namespace).
+func (r *Runner) execBwrap(args []string) *exec.Cmd {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = "/"
 	cmd.Env = []string{}

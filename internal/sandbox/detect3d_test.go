@@ -98,7 +98,7 @@ func TestDisplayOnlyFor3D(t *testing.T) {
 	} {
 		task := mainTask(tc.src)
 		task.Format = tc.format
-		argv := r.wrapCommand("/tmp", task, []string{"asy"})
+		argv := r.wrapCommand("/tmp", task, false, []string{"asy"})
 		if got := slices.Contains(argv, "/usr/bin/Xvfb"); got != tc.want {
 			t.Errorf("%s %q: Xvfb started %v, want %v (%q)", tc.format, tc.src, got, tc.want, argv)
 		}

@@ -1,6 +1,9 @@
 package sandbox
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // 3D figures. asy renders 3D with OpenGL (freeglut and GLX): in every
 // format, unless a file sets settings.render=0, it opens a window, renders
@@ -15,7 +18,9 @@ import "strconv"
 // only socket is /tmp/.X11-unix/X0 in the task's private /tmp (no TCP, no
 // abstract socket; the sandbox has its own network namespace anyway), so no
 // other task can reach it, and it dies with the task like every process of
-// the sandbox. OpenGL runs in asy's own process through Mesa's software
+// the sandbox. (A task that finds a spare display ready, started for it
+// in a sandbox of its own, uses that one instead: spare.go.) OpenGL runs
+// in asy's own process through Mesa's software
 // renderer (llvmpipe): the sandbox has no /dev/dri, so no GPU is reachable.
 // docs/benchmarks.md has the cost and the alternatives that were measured.
 
@@ -78,7 +83,7 @@ var displayScript = `x=$1 d=$2 wait=$3
 shift 3
 xlog() { echo "usher: the virtual display for 3D rendering (Xvfb) $1:" >&2; cat "$d/.x-log" >&2; }
 mkfifo -m 600 "$d/.x-ready" && exec 9<>"$d/.x-ready" || exit ` + strconv.Itoa(displayExitCode) + `
-"$x" :0 -displayfd 9 -nolisten tcp -nolisten local -noreset -screen 0 ` + displayScreen + ` \
+"$x" :0 -displayfd 9 ` + strings.Join(xvfbArgs, " ") + ` \
 	</dev/null >/dev/null 2>"$d/.x-log" &
 xpid=$!
 n=
@@ -103,7 +108,7 @@ exit $rc
 var displayScriptInsecure = `x=$1 d=$2
 shift 2
 mkfifo -m 600 "$d/.x-ready" || exit ` + strconv.Itoa(displayExitCode) + `
-"$x" -displayfd 9 -nolisten tcp -nolisten local -noreset -screen 0 ` + displayScreen + ` \
+"$x" -displayfd 9 ` + strings.Join(xvfbArgs, " ") + ` \
 	9>"$d/.x-ready" </dev/null >/dev/null 2>"$d/.x-log" &
 xpid=$!
 read -r n <"$d/.x-ready"
@@ -120,13 +125,23 @@ kill -TERM $xpid && wait $xpid
 exit $rc
 `
 
+// spareScript is run by sh as the sandbox's PID 1 of a task that got a
+// spare display (spare.go), already serving on /tmp/.X11-unix/X0: sh -c
+// spareScript sh <command…>. The command's environment is displayScript's.
+var spareScript = `DISPLAY=:0 LP_NUM_THREADS=` + strconv.Itoa(llvmpipeThreads) + ` MESA_SHADER_CACHE_DIR="$HOME/.cache" "$@"
+exit $?
+`
+
 // wrapCommand is argv (stdbuf and asy) wrapped as PID 1's command line:
-// bash and displayScript with an Xvfb when t may render 3D with OpenGL
+// sh and spareScript when the task got a spare display (x11), bash and
+// displayScript with an Xvfb when t may render 3D with OpenGL
 // (detect3d.go), else sh running argv and exiting with its status.
 // scratch is where the script keeps its FIFO and Xvfb's log: /tmp in the
 // sandbox, the task's HOME in insecure mode (sh and displayScriptInsecure).
-func (r *Runner) wrapCommand(scratch string, t Task, argv []string) []string {
+func (r *Runner) wrapCommand(scratch string, t Task, x11 bool, argv []string) []string {
 	switch {
+	case x11:
+		return append([]string{r.tools.sh, "-c", spareScript, "sh"}, argv...)
 	case !r.display(t):
 		return append([]string{r.tools.sh, "-c", `"$@"; exit $?`, "sh"}, argv...)
 	case r.insecure:

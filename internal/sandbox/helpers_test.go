@@ -22,13 +22,14 @@ const figure = "size(2cm); draw(unitcircle); dot((0,0));\n"
 func testWorkRoot(t testing.TB) string { return sandboxtest.WorkRoot(t) }
 
 // newRunner makes a Runner on a fresh work root with limits l (zero fields
-// take the defaults).
+// take the defaults), closed when the test ends.
 func newRunner(t testing.TB, l Limits) *Runner {
 	t.Helper()
 	r, err := New(Config{Limits: l, WorkRoot: testWorkRoot(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
 

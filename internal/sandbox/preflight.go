@@ -74,6 +74,9 @@ func New(cfg Config) (*Runner, error) {
 	if err := r.selfTest(); err != nil {
 		return nil, err
 	}
+	if cfg.SpareDisplays >= 0 {
+		r.spares = newSpares(r, max(cfg.SpareDisplays, 1))
+	}
 	return r, nil
 }
 

@@ -63,7 +63,7 @@ func startProcess(cmd *exec.Cmd, sandboxed bool) (*process, error) {
 			return nil, fmt.Errorf("sandbox: status pipe: %w", err)
 		}
 		p.status, statusW = r, w
-		cmd.ExtraFiles = []*os.File{w}
+		cmd.ExtraFiles = append([]*os.File{w}, cmd.ExtraFiles...)
 	}
 	p.startAt = time.Now()
 	err := cmd.Start()

@@ -46,7 +46,9 @@ func (r *Runner) Start(ctx context.Context, t Task, sink Sink) (*Run, error) {
 		abortCh: make(chan string, 1),
 		done:    make(chan struct{}),
 	}
+	run.takeSpare()
 	if err := run.launch(); err != nil {
+		run.releaseSpare()
 		if rmErr := dir.remove(); rmErr != nil {
 			r.log.Error("sandbox: cleanup after a failed start", "err", rmErr)
 		}
@@ -63,7 +65,7 @@ func (run *Run) launch() error {
 	if t.Interactive {
 		token = promptToken()
 	}
-	cmd := run.r.command(run.dir, t, token)
+	cmd := run.r.command(run.dir, t, token, run.spare != nil)
 	var p pipes
 	if err := p.open(t.SeparateStderr, t.Interactive); err != nil {
 		return err
@@ -183,6 +185,7 @@ func (run *Run) Wait() Outcome {
 func (run *Run) supervise() {
 	defer close(run.done)
 	reason := run.watch()
+	run.releaseSpare()
 	run.drain()
 	if _, over := run.dir.usage(run.r.limits.Disk); over && reason == "" {
 		reason = outputLimitText(run.r.limits.Disk) // filled faster than watch looks
@@ -196,6 +199,44 @@ func (run *Run) supervise() {
 	}
 	if err := run.dir.remove(); err != nil {
 		run.r.log.Error("sandbox: work directory left behind", "dir", run.dir.path, "err", err)
+	}
+	run.nextSpare()
+}
+
+// takeSpare gives a task that needs a display a ready spare display of
+// the Runner's (spare.go), moved into its work directory; without one, the
+// task starts its own Xvfb.
+func (run *Run) takeSpare() {
+	p := run.r.spares
+	if p == nil || run.r.insecure || !run.r.display(run.task) {
+		return
+	}
+	sp := p.take()
+	if sp == nil {
+		return
+	}
+	if err := sp.hand(run.dir); err != nil {
+		run.r.log.Warn("sandbox: the task starts its own display", "err", err)
+		p.release(sp)
+		return
+	}
+	run.spare = sp
+}
+
+// releaseSpare kills the task's spare display, once the task's processes
+// are gone.
+func (run *Run) releaseSpare() {
+	if run.spare != nil {
+		run.r.spares.release(run.spare)
+	}
+}
+
+// nextSpare starts the next spare display in the background after a task
+// that needed one, once the task is over: a Runner whose tasks are all 2D
+// never starts any.
+func (run *Run) nextSpare() {
+	if p := run.r.spares; p != nil && !run.r.insecure && run.r.display(run.task) {
+		p.refill()
 	}
 }
 

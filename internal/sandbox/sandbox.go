@@ -74,6 +74,11 @@ type Config struct {
 	// that is not root runs the sandbox as its own uid, mapped to 65534
 	// inside the sandbox's user namespace.
 	SandboxUID, SandboxGID int
+	// SpareDisplays is how many spare virtual displays for 3D tasks the
+	// Runner keeps ready (spare.go), at most one per task that may run at
+	// the same time; 0 means 1, a negative value none (every 3D task
+	// starts its own). Insecure mode has none.
+	SpareDisplays int
 }
 
 // File is one file of a task, written into the work directory before asy starts.
@@ -144,6 +149,9 @@ type Runner struct {
 	// compare.
 	displayReady bool
 
+	// spares are the spare displays for 3D tasks (spare.go); nil: none.
+	spares *spares
+
 	// shaderCache is the template of Mesa's shader cache copied into each
 	// task's HOME (shadercache.go); shared by Runners, never modified.
 	shaderCache []File
@@ -158,6 +166,16 @@ type Runner struct {
 	beforeImage func(workDir, imageName string)
 }
 
+// Close kills the Runner's spare displays, those of running tasks too, and
+// starts no more: call it once no task runs. Tasks started later start
+// their own displays. It always returns nil.
+func (r *Runner) Close() error {
+	if r.spares != nil {
+		r.spares.close()
+	}
+	return nil
+}
+
 // Run is one started task.
 type Run struct {
 	r     *Runner
@@ -168,6 +186,7 @@ type Run struct {
 	proc  *process
 	out   *forwarder
 	in    *feeder // nil unless interactive
+	spare *spare  // the spare display the task got, or nil
 	start time.Time
 
 	mu      sync.Mutex

@@ -151,7 +151,11 @@ func (s *Service) open(ctx context.Context) error {
 		return errors.New("with Redis the backends register there (usher backend --redis): give no local or remote backends")
 	}
 	if s.cfg.LocalBackends > 0 {
-		if s.runner, err = sandbox.New(s.cfg.Sandbox); err != nil {
+		scfg := s.cfg.Sandbox
+		if scfg.SpareDisplays == 0 {
+			scfg.SpareDisplays = s.cfg.LocalBackends // one per task that may run at once
+		}
+		if s.runner, err = sandbox.New(scfg); err != nil {
 			return err
 		}
 	}
@@ -313,6 +317,9 @@ func (s *Service) shutdown(srv *http.Server) error {
 
 func (s *Service) close() {
 	s.stopAll()
+	if s.runner != nil {
+		_ = s.runner.Close() // kills the spare displays; the tasks were cancelled above
+	}
 	if s.redis != nil {
 		s.redis.Close()
 	}

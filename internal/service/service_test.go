@@ -67,8 +67,9 @@ func startService(t testing.TB, backends int, mutate func(*Config)) *testService
 	return &testService{Service: svc, srv: srv, workDir: work}
 }
 
-// waitIdle waits until nothing is queued or running and no work
-// directory is left.
+// waitIdle waits until nothing is queued or running and no task work
+// directory is left. (A spare display for 3D tasks, usher-x-*, may stay
+// between tasks; shutdown removes it.)
 func (ts *testService) waitIdle(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -77,7 +78,7 @@ func (ts *testService) waitIdle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries, _ := os.ReadDir(ts.workDir)
+		entries, _ := filepath.Glob(filepath.Join(ts.workDir, "usher-task-*"))
 		busy := snap.Queues[0].Queued + snap.Tiers[0].Counted
 		if busy == 0 && len(entries) == 0 {
 			return
