@@ -1,0 +1,96 @@
+package jobsrole
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/redisq/redistest"
+)
+
+const admin = "usher_jobsrole-test-admin-token"
+
+// The test plays the scheduler's leadership: it sets scheduler.leader
+// itself and runs WhileLeading for one term.
+func TestServesV1OnlyWhileLeading(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	rdb, err := redisq.Open(ctx, srv.URL(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	keys := redisq.NewKeys(redisq.DefaultPrefix)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
+		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(serveCtx) }()
+	defer func() { stopServing(); <-served }()
+
+	if code := get(t, base+"/v1/queues"); code != http.StatusServiceUnavailable {
+		t.Fatalf("standing by: GET /v1/queues = %d, want 503", code)
+	}
+	rdb.Set(ctx, keys.Leader(), "1:a", 0)
+	term, endTerm := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.WhileLeading(term, "1:a") }()
+	waitFor(t, "scheduler.api names the leader", func() bool { return rdb.Get(ctx, keys.SchedulerAPI()).Val() == base })
+	if code := get(t, base+"/v1/queues"); code != http.StatusOK {
+		t.Fatalf("leading: GET /v1/queues = %d, want 200", code)
+	}
+
+	// Another node takes the lease: the term stops publishing and serving.
+	rdb.Set(ctx, keys.Leader(), "2:b", 0)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WhileLeading went on after another node took the lease")
+	}
+	endTerm()
+	if n := rdb.Exists(ctx, keys.SchedulerAPI()).Val(); n != 0 {
+		t.Fatal("scheduler.api still names a node that no longer leads")
+	}
+	if code := get(t, base+"/v1/queues"); code != http.StatusServiceUnavailable {
+		t.Fatalf("after the term: GET /v1/queues = %d, want 503", code)
+	}
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, res.Body)
+	return res.StatusCode
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition in Redis
+	}
+}
