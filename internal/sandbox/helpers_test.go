@@ -158,14 +158,16 @@ func assertGone(t testing.TB, run *Run) {
 	if now := time.Now(); now.Before(ended) {
 		ended = now
 	}
-	if pids := pidsInNamespace(t, run.proc.pidNS, ended); len(pids) > 0 {
+	if pids := pidsInNamespace(t, run.proc.pidNS, run.proc.initPid, ended); len(pids) > 0 {
 		t.Errorf("processes of the task survive: %v", pids)
 	}
 }
 
 // pidsInNamespace lists host processes whose PID namespace is ns and that
-// started no later than notAfter.
-func pidsInNamespace(t testing.TB, ns uint64, notAfter time.Time) []string {
+// started no later than notAfter. A namespace whose init (its PID 1) is
+// not initPid, the sandbox's own, is a later sandbox that got the same
+// inode number: none of its processes count.
+func pidsInNamespace(t testing.TB, ns uint64, initPid int, notAfter time.Time) []string {
 	t.Helper()
 	want := fmt.Sprintf("pid:[%d]", ns)
 	procs, err := filepath.Glob("/proc/[0-9]*")
@@ -176,12 +178,34 @@ func pidsInNamespace(t testing.TB, ns uint64, notAfter time.Time) []string {
 	var found []string
 	for _, p := range procs {
 		link, err := os.Readlink(p + "/ns/pid")
-		if err == nil && link == want && !processStart(p, boot).After(notAfter.Add(startSlack)) {
+		if err != nil || link != want {
+			continue
+		}
+		if isNamespaceInit(p) && filepath.Base(p) != strconv.Itoa(initPid) {
+			return nil // a later sandbox's namespace
+		}
+		if !processStart(p, boot).After(notAfter.Add(startSlack)) {
 			comm, _ := os.ReadFile(p + "/comm")
 			found = append(found, filepath.Base(p)+":"+strings.TrimSpace(string(comm)))
 		}
 	}
 	return found
+}
+
+// isNamespaceInit says whether the process at procDir is PID 1 of its
+// PID namespace (the last field of NSpid in its status).
+func isNamespaceInit(procDir string) bool {
+	data, err := os.ReadFile(procDir + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) > 1 && f[len(f)-1] == "1"
+		}
+	}
+	return false
 }
 
 // wantOutcome compares an outcome's success and error text.

@@ -32,7 +32,7 @@ func sandboxed(t *testing.T, r *Runner, stdin io.Reader, argv ...string) (string
 	stop := time.AfterFunc(30*time.Second, p.kill)
 	defer stop.Stop()
 	p.wait()
-	if pids := pidsInNamespace(t, p.pidNS, time.Now()); len(pids) > 0 {
+	if pids := pidsInNamespace(t, p.pidNS, p.initPid, time.Now()); len(pids) > 0 {
 		t.Errorf("processes survive: %v", pids)
 	}
 	return out.String(), p.code
@@ -129,7 +129,7 @@ func TestHostSeesSandboxUID(t *testing.T) {
 	if line, _ := out.ReadString('\n'); line != "started\n" {
 		t.Fatalf("read %q", line)
 	}
-	pids := pidsInNamespace(t, p.pidNS, time.Now())
+	pids := pidsInNamespace(t, p.pidNS, p.initPid, time.Now())
 	if len(pids) < 2 {
 		t.Fatalf("processes in the sandbox: %v", pids)
 	}
@@ -148,7 +148,7 @@ func TestHostSeesSandboxUID(t *testing.T) {
 	}
 	p.kill()
 	<-p.exited
-	if left := pidsInNamespace(t, p.pidNS, time.Now()); len(left) > 0 {
+	if left := pidsInNamespace(t, p.pidNS, p.initPid, time.Now()); len(left) > 0 {
 		t.Fatalf("processes survive: %v", left)
 	}
 }
@@ -251,7 +251,7 @@ func startSandboxed(t *testing.T, r *Runner, argv ...string) (*process, *bufio.R
 		p.kill()
 		at := <-ended
 		outR.Close()
-		if left := pidsInNamespace(t, p.pidNS, at); len(left) > 0 {
+		if left := pidsInNamespace(t, p.pidNS, p.initPid, at); len(left) > 0 {
 			t.Errorf("processes survive: %v", left)
 		}
 	})
