@@ -98,7 +98,7 @@ func workload(ctx context.Context, fronts []*front, n, conc int, ended *atomic.I
 // checkExactlyOnce fails the test unless every task got exactly one final
 // message and nothing after it; it returns how many succeeded and counts
 // the other endings by text.
-func checkExactlyOnce(t *testing.T, outs []outcome) (succeeded int, errs map[string]int) {
+func checkExactlyOnce(t testing.TB, outs []outcome) (succeeded int, errs map[string]int) {
 	t.Helper()
 	errs = map[string]int{}
 	for _, o := range outs {
@@ -126,7 +126,7 @@ const timeLimitText = "complete: Execution aborted due to the time limit"
 
 // checkEndings fails the test unless nearly every task succeeded and the
 // others were stopped by their tier's time limit, nothing else.
-func checkEndings(t *testing.T, ok, n int, errs map[string]int) {
+func checkEndings(t testing.TB, ok, n int, errs map[string]int) {
 	t.Helper()
 	for text, count := range errs {
 		if !strings.HasPrefix(text, timeLimitText) {
@@ -138,9 +138,16 @@ func checkEndings(t *testing.T, ok, n int, errs map[string]int) {
 	}
 }
 
+// tierLimits are the most tasks running at once: all, medium or slower,
+// slow.
+type tierLimits struct{ all, medium, slow int }
+
+// defaultLimits are seed 000's default shares for n backends:
+// medium-or-slower ≤ ⌈n/2⌉, slow ≤ ⌈n/4⌉.
+func defaultLimits(n int) tierLimits { return tierLimits{n, (n + 1) / 2, (n + 3) / 4} }
+
 // tierWatch samples queue.executing until stopped and records every
-// sample that breaks the tier limits of seed 000's defaults for the given
-// number of backends (medium-or-slower ≤ ⌈n/2⌉, slow ≤ ⌈n/4⌉, all ≤ n).
+// sample that breaks the limits.
 type tierWatch struct {
 	stop     chan struct{}
 	done     chan struct{}
@@ -148,9 +155,9 @@ type tierWatch struct {
 	breaches []string
 }
 
-func (d *deployment) watchTiers(backends int) *tierWatch {
+func (d *deployment) watchTiers(l tierLimits) *tierWatch {
 	w := &tierWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	medium, slow := (backends+1)/2, (backends+3)/4
+	backends, medium, slow := l.all, l.medium, l.slow
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(2 * time.Millisecond)
@@ -199,12 +206,21 @@ func TestAsyAcrossTwoQueueServersTwoSchedulersThreeBackends(t *testing.T) {
 	d.waitLeader(10*time.Second, "")
 	d.waitBackends(3)
 
-	watch := d.watchTiers(3)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	outs := workload(ctx, fronts, 300, 40, nil)
-	watch.end()
+	samples := d.workloadWithinLimits(fronts, defaultLimits(3), 300, 40, 8*time.Minute)
+	t.Logf("300 tasks; %d samples of queue.executing within the limits", samples)
+}
 
+// workloadWithinLimits runs n mixed tasks, conc at a time, over the queue
+// servers while checking the tier limits from queue.executing; every task must end exactly once, nearly all
+// succeed, and nothing of them stay in Redis. It returns the samples.
+func (d *deployment) workloadWithinLimits(fronts []*front, limits tierLimits, n, conc int, bound time.Duration) int {
+	t := d.t
+	t.Helper()
+	watch := d.watchTiers(limits)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	outs := workload(ctx, fronts, n, conc, nil)
+	watch.end()
 	ok, errs := checkExactlyOnce(t, outs)
 	checkEndings(t, ok, len(outs), errs)
 	if len(watch.breaches) > 0 {
@@ -214,7 +230,7 @@ func TestAsyAcrossTwoQueueServersTwoSchedulersThreeBackends(t *testing.T) {
 		left := d.leftovers()
 		return len(left) == 0, fmt.Sprint(left)
 	})
-	t.Logf("300 tasks; %d samples of queue.executing within the limits", watch.samples)
+	return watch.samples
 }
 
 func TestAsyOnRedisCluster(t *testing.T) {
@@ -227,18 +243,5 @@ func TestAsyOnRedisCluster(t *testing.T) {
 	d.waitLeader(10*time.Second, "")
 	d.waitBackends(2)
 
-	watch := d.watchTiers(2)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	outs := workload(ctx, fronts, 60, 20, nil)
-	watch.end()
-	ok, errs := checkExactlyOnce(t, outs)
-	checkEndings(t, ok, len(outs), errs)
-	if len(watch.breaches) > 0 {
-		t.Errorf("tier limits broken in %d of %d samples, e.g. %s", len(watch.breaches), watch.samples, watch.breaches[0])
-	}
-	d.eventually(10*time.Second, "nothing of the tasks left in Redis", func() (bool, string) {
-		left := d.leftovers()
-		return len(left) == 0, fmt.Sprint(left)
-	})
+	d.workloadWithinLimits(fronts, defaultLimits(2), 60, 20, 4*time.Minute)
 }

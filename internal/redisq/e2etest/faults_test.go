@@ -120,15 +120,7 @@ func TestBackendKilledMidTask(t *testing.T) {
 
 	d.startBackend("backend-4", "--heartbeat-ttl", "2s")
 	d.waitBackends(3)
-	watch := d.watchTiers(3)
-	outs = workload(ctx, []*front{f}, 9, 3, nil)
-	watch.end()
-	ok, errs = checkExactlyOnce(t, outs)
-	checkEndings(t, ok, len(outs), errs)
-	d.eventually(10*time.Second, "nothing of the tasks left in Redis", func() (bool, string) {
-		left := d.leftovers()
-		return len(left) == 0, fmt.Sprint(left)
-	})
+	d.workloadWithinLimits([]*front{f}, tierLimits{3, 3, 3}, 9, 3, 2*time.Minute)
 }
 
 // readFinal reads until the task's final message.
