@@ -35,14 +35,17 @@ end
 var applyScript = redis.NewScript(fenceLua + `
 local a, k = 4, 14
 local function key() k = k + 1; return KEYS[k - 1] end
--- setState moves a job between the state zsets; false when it is gone.
+-- setState moves a job between the state zsets (and out of the finished
+-- set when it runs again); false when it is gone. The second result says
+-- whether the job has a retry time (field r).
 local function setState(job, id, code)
-  local old = tonumber(redis.call('HGET', job, 'st'))
-  if not old then return false end
+  local got = redis.call('HMGET', job, 'st', 'r')
+  local old = tonumber(got[1])
+  if not old then return false, false end
   if old >= 0 and old <= 4 then redis.call('ZREM', KEYS[3 + old], id) end
   redis.call('ZADD', KEYS[3 + code], id, id)
-  if code < 2 then redis.call('ZREM', KEYS[8], id) end
-  return true
+  if code < 2 and old >= 2 then redis.call('ZREM', KEYS[8], id) end
+  return true, got[2] ~= false
 end
 local function result(job, i)
   if ARGV[i] == '1' then redis.call('HSET', job, 'x', ARGV[i + 1], 'o', ARGV[i + 2], 'e', ARGV[i + 3]) end
@@ -58,7 +61,7 @@ end
 ops['4'] = function()
   local job, qidx = key(), key()
   local id, wf, p, after = ARGV[a], ARGV[a + 4], ARGV[a + 3], ARGV[a + 6]
-  redis.call('DEL', job)
+  -- ids are never reused (jobs.next only grows): the hash is new
   redis.call('HSET', job, 'q', ARGV[a + 1], 'st', 0, 'spec', ARGV[a + 2], 'att', 0, 'c', ARGV[a + 5])
   if p ~= '' then redis.call('HSET', job, 'p', p) end
   if after ~= '' then redis.call('HSET', job, 'a', after) end
@@ -78,9 +81,10 @@ ops['5'] = function()
 end
 ops['6'] = function()
   local job, id = key(), ARGV[a]
-  if setState(job, id, 1) then
+  local found, retried = setState(job, id, 1)
+  if found then
     redis.call('HSET', job, 'st', 1, 'att', ARGV[a + 1], 'ag', ARGV[a + 2], 's', ARGV[a + 3])
-    redis.call('HDEL', job, 'r')
+    if retried then redis.call('HDEL', job, 'r') end
   end
   a = a + 4
 end
