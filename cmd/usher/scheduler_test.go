@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/testbin"
 )
 
 // `usher scheduler` takes the lead under its node name and the prefix it
@@ -22,7 +21,7 @@ func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
 	keys := redisq.NewKeys("{test}:")
 	ctx, cancel := context.WithCancel(t.Context())
 	root := newRootCommand()
-	stderr := &lockedBuffer{}
+	stderr := &testbin.LogBuffer{}
 	root.SetErr(stderr)
 	root.SetArgs([]string{"scheduler", "--redis", srv.URL(), "--redis-prefix", "{test}:", "--node", "n1", "--slow-limit", "1",
 		"--listen", "127.0.0.1:0", "--admin-token", "usher_cmd-test-admin-token"})
@@ -45,24 +44,6 @@ func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
 	if !strings.Contains(stderr.String(), "leading") {
 		t.Fatalf("log:\n%s", stderr.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestSchedulerCommandNeedsRedis(t *testing.T) {

@@ -2,14 +2,14 @@ package sandbox
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/testbin"
 )
 
 // sandboxed runs argv (after prlimit with r's limits) in a sandbox on a
@@ -23,7 +23,7 @@ func sandboxed(t *testing.T, r *Runner, stdin io.Reader, argv ...string) (string
 	}
 	defer dir.remove()
 	cmd := r.bwrapCommand(dir.path, append(r.limits.prlimitArgs(r.tools.prlimit, true), argv...))
-	var out syncBuffer
+	var out testbin.LogBuffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &out, stdin
 	p, err := startProcess(cmd, true)
 	if err != nil {
@@ -36,23 +36,6 @@ func sandboxed(t *testing.T, r *Runner, stdin io.Reader, argv ...string) (string
 		t.Errorf("processes survive: %v", pids)
 	}
 	return out.String(), p.code
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // What the job sees: the sandbox uid, no /etc or other host directories,

@@ -1,19 +1,17 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/testbin"
 )
 
 // env is a Redis server with schedulers on it; the test itself plays the
@@ -23,7 +21,7 @@ type env struct {
 	url  string
 	rdb  redis.UniversalClient
 	keys redisq.Keys
-	logs *syncBuffer
+	logs *testbin.LogBuffer
 }
 
 func newEnv(t testing.TB) *env {
@@ -38,7 +36,7 @@ func envOn(t testing.TB, url string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	return &env{t: t, url: url, rdb: rdb, keys: redisq.NewKeys(redisq.DefaultPrefix), logs: &syncBuffer{}}
+	return &env{t: t, url: url, rdb: rdb, keys: redisq.NewKeys(redisq.DefaultPrefix), logs: &testbin.LogBuffer{}}
 }
 
 // node is one running scheduler.
@@ -257,23 +255,3 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
-
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) has(sub string) bool { return strings.Contains(s.String(), sub) }

@@ -176,7 +176,7 @@ func TestBackendWithExpiredHeartbeatRemoved(t *testing.T) {
 	if lim := e.status(n).Core.Tiers; lim[0].Limit != 3 || lim[1].Limit != 2 || lim[2].Limit != 1 {
 		t.Fatalf("limits %+v", lim)
 	}
-	if !e.logs.has("heartbeat expired") {
+	if !e.logs.Contains("heartbeat expired") {
 		t.Fatal("no log line for the removed backend")
 	}
 }
@@ -257,7 +257,7 @@ func TestBadInputIsLoggedAndSkipped(t *testing.T) {
 		t.Fatalf("control %q", c)
 	}
 	for _, line := range []string{`task="\"no-such-task\""`, "malformed task hash", `task="\"never-seen\""`} {
-		e.waitFor("log line "+line, wait, func() bool { return e.logs.has(line) })
+		e.waitFor("log line "+line, wait, func() bool { return e.logs.Contains(line) })
 	}
 	if q := e.queued(); len(q) != 0 || len(e.executing()) != 1 {
 		t.Fatalf("queue %v executing %v", q, e.executing())
@@ -282,11 +282,11 @@ func TestForeignValuesInKeysAreSkipped(t *testing.T) {
 	e.submitHash("odd", map[string]any{"duration": "4000"})
 	first := e.submit(3000, false)
 	e.waitFor("first task out", wait, func() bool { return slices.Contains(e.outcoming(), first) })
-	e.waitFor("log lines", wait, func() bool { return e.logs.has(`task="\"str\""`) && e.logs.has(`task="\"odd\""`) })
+	e.waitFor("log lines", wait, func() bool { return e.logs.Contains(`task="\"str\""`) && e.logs.Contains(`task="\"odd\""`) })
 
 	e.rdb.Set(e.ctx(), e.keys.Executing(), "junk", 0)
 	second := e.submit(3000, false)
-	e.waitFor("a clear error", wait, func() bool { return e.logs.has("WRONGTYPE foreign value in " + e.keys.Executing()) })
+	e.waitFor("a clear error", wait, func() bool { return e.logs.Contains("WRONGTYPE foreign value in " + e.keys.Executing()) })
 	if got := e.rdb.LRange(e.ctx(), e.keys.Incoming(), 0, -1).Val(); !slices.Equal(got, []string{second}) {
 		t.Fatalf("queue.incoming %v", got)
 	}
