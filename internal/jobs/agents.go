@@ -95,8 +95,14 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 	}
 	jobs := e.pullLocked(req.Agent, req.Max)
 	if len(jobs) > 0 || req.WaitMs == 0 || e.draining {
+		if err := e.commit(ctx); err != nil {
+			// No answer carries them: nobody has them. The store writes
+			// the change after the lease (or fails it, if it failed).
+			e.unlease(jobs)
+			return LeaseAnswer{}, err
+		}
 		ans.Jobs = append(ans.Jobs, jobs...)
-		return ans, e.commit(ctx)
+		return ans, nil
 	}
 	w := &waiter{agent: req.Agent, max: req.Max, ch: make(chan leased, 1)}
 	e.waiters = append(e.waiters, w)
@@ -113,6 +119,7 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 		ans.Jobs = got.jobs
 	}
 	if err := waitError(got.p.Wait(ctx)); err != nil {
+		e.unlease(got.jobs)
 		return LeaseAnswer{}, err
 	}
 	return ans, nil
@@ -201,19 +208,21 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 // connection broke before the answer was written): they are queued again
 // and the attempts do not count.
 func (e *Engine) Unlease(jobs []LeasedJob) {
-	if len(jobs) == 0 {
-		return
+	if err := e.unlease(jobs).Wait(context.Background()); err != nil {
+		e.cfg.Logger.Error("jobs: writing unleased jobs", "err", err)
 	}
+}
+
+// unlease is Unlease without waiting for the store: it returns what to
+// wait on.
+func (e *Engine) unlease(jobs []LeasedJob) Pending {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, lj := range jobs {
 		e.unleaseLocked(lj.ID, lj.Attempt)
 	}
 	e.afterChangeLocked()
-	p := e.flushLocked()
-	e.mu.Unlock()
-	if err := p.Wait(context.Background()); err != nil {
-		e.cfg.Logger.Error("jobs: writing unleased jobs", "err", err)
-	}
+	return e.flushLocked()
 }
 
 func (e *Engine) unleaseLocked(id string, attempt int) {

@@ -16,6 +16,12 @@ var ErrStoreClosed = errors.New("store closed")
 // last write to commit, in order, as one batch (changes appended while a
 // write runs go into the next: group commit). A failure that fatal
 // recognises (a fenced store) fails that batch and every later Append.
+// Any other failure (a database that is down or restarting) is retried
+// with backoff until the batch is written, a fatal failure, or Close:
+// the engine already made the batch's changes in memory, and a later batch
+// written without this one would leave the store saying something the
+// engine never did. So commit must be safe to run again on a batch it
+// wrote in part or in whole (a transaction, or writes that set values).
 type GroupCommitter struct {
 	name   string
 	commit func([]Op) error
@@ -27,8 +33,15 @@ type GroupCommitter struct {
 	closed  bool
 	failed  error
 	signal  chan struct{}
+	closing chan struct{} // closed by Close: stop retrying
 	stopped chan struct{}
 }
+
+// Backoff of a failed write: the first wait, doubled up to the last.
+const (
+	retryFirst = 50 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
 
 // batch is the changes one write carries.
 type batch struct {
@@ -62,7 +75,7 @@ func NewGroupCommitter(name string, commit func([]Op) error, fatal func(error) b
 		fatal = func(error) bool { return false }
 	}
 	g := &GroupCommitter{name: name, commit: commit, fatal: fatal, log: log, cur: newBatch(),
-		signal: make(chan struct{}, 1), stopped: make(chan struct{})}
+		signal: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
 	go g.write(stopped)
 	return g
 }
@@ -103,7 +116,7 @@ func (g *GroupCommitter) write(stopped func()) {
 		if len(b.ops) > 0 {
 			b.err = failed
 			if b.err == nil {
-				b.err = g.commit(b.ops)
+				b.err = g.commitRetrying(b.ops)
 			}
 			g.noteFailure(b)
 		}
@@ -111,6 +124,30 @@ func (g *GroupCommitter) write(stopped func()) {
 		if closed {
 			return
 		}
+	}
+}
+
+// commitRetrying writes ops, retrying a failure that is not fatal with
+// backoff until it succeeds, fails fatally, or Close is called.
+func (g *GroupCommitter) commitRetrying(ops []Op) error {
+	wait := retryFirst
+	for attempt := 1; ; attempt++ {
+		err := g.commit(ops)
+		if err == nil || g.fatal(err) {
+			if err == nil && attempt > 1 {
+				g.log.Info(g.name+": write succeeded after failures", "ops", len(ops), "attempts", attempt)
+			}
+			return err
+		}
+		g.log.Warn(g.name+": write failed; retrying", "ops", len(ops), "attempt", attempt, "in", wait, "err", err)
+		retry := time.NewTimer(wait)
+		select {
+		case <-g.closing:
+			retry.Stop()
+			return err
+		case <-retry.C:
+		}
+		wait = min(2*wait, retryMax)
 	}
 }
 
@@ -140,6 +177,7 @@ func (g *GroupCommitter) Close() error {
 		return nil
 	}
 	g.closed = true
+	close(g.closing)
 	g.mu.Unlock()
 	// A full buffer already wakes the writer (or woke it, and it saw
 	// closed): a blocking send could wait for a writer that has returned.

@@ -1,0 +1,126 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/usherhq/usher/internal/jobs"
+)
+
+// flakyDB is a fake database, named as such: the real ones (SQLite, Redis)
+// cannot be made to fail a given write on demand here; the Redis store's
+// retries against a real Redis that restarts are in the crash test
+// (internal/jobs/crashtest, TestCrashRecoveryMultiNode). Its writes fail
+// with errs[0], errs[1], … in turn, then succeed; it records the batches
+// it was given and the ones it wrote.
+type flakyDB struct {
+	mu      sync.Mutex
+	errs    []error
+	tries   [][]int64 // the job ids of each batch it was given
+	written [][]int64
+}
+
+func (f *flakyDB) commit(ops []jobs.Op) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []int64
+	for _, op := range ops {
+		ids = append(ids, op.ID)
+	}
+	f.tries = append(f.tries, ids)
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		return err
+	}
+	f.written = append(f.written, ids)
+	return nil
+}
+
+func (f *flakyDB) snapshot() (tries, written [][]int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tries), slices.Clone(f.written)
+}
+
+var (
+	errDown   = errors.New("connection refused")
+	errFenced = errors.New("fenced")
+)
+
+func isFenced(err error) bool { return errors.Is(err, errFenced) }
+
+// A write that fails for a while (a database restarting) is retried, the
+// same batch again, until it is written; its waiter then sees success, and
+// what was appended meanwhile is written after it, in order.
+func TestFailedWriteIsRetriedUntilWritten(t *testing.T) {
+	db := &flakyDB{errs: []error{errDown, errDown, errDown}}
+	g := jobs.NewGroupCommitter("test", db.commit, isFenced, nil, nil)
+	defer g.Close()
+	first := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 1})
+	second := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 2}) // may join the first batch
+	for i, p := range []jobs.Pending{first, second} {
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatalf("change %d: %v after the database came back", i+1, err)
+		}
+	}
+	tries, written := db.snapshot()
+	if got := slices.Concat(written...); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("written %v, want jobs 1 then 2, each once", written)
+	}
+	if len(tries) < 4 || !slices.Equal(tries[0], tries[1]) || !slices.Equal(tries[1], tries[2]) {
+		t.Fatalf("tries %v: want the failed batch given again, unchanged, until written", tries)
+	}
+}
+
+// A fatal failure (the store was fenced) is not retried: it fails its
+// batch and every later Append at once.
+func TestFatalWriteFailureIsNotRetried(t *testing.T) {
+	db := &flakyDB{errs: []error{errFenced}}
+	g := jobs.NewGroupCommitter("test", db.commit, isFenced, nil, nil)
+	defer g.Close()
+	if err := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 1}).Wait(context.Background()); !errors.Is(err, errFenced) {
+		t.Fatalf("fenced write: %v", err)
+	}
+	if err := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 2}).Wait(context.Background()); !errors.Is(err, errFenced) {
+		t.Fatalf("after a fenced write: %v", err)
+	}
+	if tries, _ := db.snapshot(); len(tries) != 1 {
+		t.Fatalf("tries %v: a fenced write must not be retried, nor anything after it tried", tries)
+	}
+}
+
+// Close ends the retries of a database that stays down: the waiting
+// batch fails with the database's error instead of Close hanging.
+func TestCloseEndsRetries(t *testing.T) {
+	down := make([]error, 1000)
+	for i := range down {
+		down[i] = errDown
+	}
+	db := &flakyDB{errs: down}
+	g := jobs.NewGroupCommitter("test", db.commit, isFenced, nil, nil)
+	p := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 1})
+	for {
+		if tries, _ := db.snapshot(); len(tries) >= 2 {
+			break // retrying
+		}
+		time.Sleep(time.Millisecond) // polling the fake's record of tries
+	}
+	closed := make(chan struct{})
+	go func() { g.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs while the database is down")
+	}
+	if err := p.Wait(context.Background()); !errors.Is(err, errDown) {
+		t.Fatalf("the batch given up at Close: %v, want the database's error", err)
+	}
+	if _, written := db.snapshot(); len(written) != 0 {
+		t.Fatalf("written %v while the database was down", written)
+	}
+}
