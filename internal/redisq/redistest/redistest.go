@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 type Server struct {
 	Addr string // host:port
 	cmd  *exec.Cmd
+	args []string // what it was started with, for Restart
 }
 
 // URL is the server's redis:// address.
@@ -52,17 +54,33 @@ func start(t testing.TB, args []string) (*Server, error) {
 	dir := t.TempDir()
 	base := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log")}
-	cmd := exec.Command("redis-server", append(base, args...)...)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server (is it installed? make deps installs it): %w", err)
-	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}
-	if err := waitReady(s.Addr, cmd); err != nil {
-		s.Kill()
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), args: append(base, args...)}
+	if err := s.run(); err != nil {
 		return nil, err
 	}
 	t.Cleanup(s.Kill)
 	return s, nil
+}
+
+// run starts the server process and waits until it answers.
+func (s *Server) run() error {
+	s.cmd = exec.Command("redis-server", s.args...)
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server (is it installed? make deps installs it): %w", err)
+	}
+	if err := waitReady(s.Addr, s.cmd); err != nil {
+		s.Kill()
+		return err
+	}
+	return nil
+}
+
+// Restart kills the server (SIGKILL) and starts it again on the same
+// port, directory and settings: what it kept on disk (its append-only
+// file, when started with --appendonly yes) is what it has after.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.run()
 }
 
 // waitReady pings the server until it answers, or fails when it exits.
@@ -137,15 +155,112 @@ func StartCluster(t testing.TB, n int) *Cluster {
 }
 
 func waitClusterOK(addr string) error {
+	return waitFor(addr, 20*time.Second, "cluster state ok", func(c *redis.Client) bool {
+		info, err := c.ClusterInfo(context.Background()).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+}
+
+// StartReplica runs a redis-server that replicates master, waiting until
+// the link is up.
+func StartReplica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(master.Addr)
+	s := Start(t, "--replicaof", host, port)
+	if err := waitFor(s.Addr, 20*time.Second, "replication link up", func(c *redis.Client) bool {
+		info, err := c.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	}); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return s
+}
+
+// Sentinel is a running Redis Sentinel that watches one master.
+type Sentinel struct {
+	*Server
+	Master string // the name it watches the master under
+}
+
+// URL is the address for redisq.Open: the master through this Sentinel.
+func (s *Sentinel) URL() string { return "redis://" + s.Addr + "?master=" + s.Master }
+
+// StartSentinel runs a Sentinel that watches master under name, alone (a
+// quorum of one) and quick to act: it counts a master down after 1 s of
+// silence. It waits until the Sentinel has found master's replicas, if
+// it has any, so that a failover can promote one.
+func StartSentinel(t testing.TB, master *Server, name string, replicas int) *Sentinel {
+	t.Helper()
+	var lastErr error
+	for range 5 { // a free port may be taken between choosing and binding it
+		s, err := startSentinel(t, master, name)
+		if err == nil {
+			err = waitFor(s.Addr, 30*time.Second, fmt.Sprintf("sentinel sees %d replicas", replicas), func(c *redis.Client) bool {
+				got, err := c.Do(context.Background(), "SENTINEL", "REPLICAS", name).Slice()
+				return err == nil && len(got) >= replicas
+			})
+			if err != nil {
+				t.Fatalf("redistest: %v", err)
+			}
+			return &Sentinel{Server: s, Master: name}
+		}
+		lastErr = err
+	}
+	t.Fatalf("redistest: %v", lastErr)
+	return nil
+}
+
+func startSentinel(t testing.TB, master *Server, name string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir := t.TempDir()
+	host, mport, _ := net.SplitHostPort(master.Addr)
+	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
+		"sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 10000\n",
+		port, dir, filepath.Join(dir, "sentinel.log"), name, host, mport, name, name)
+	path := filepath.Join(dir, "sentinel.conf") // Sentinel rewrites its configuration file
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", path, "--sentinel")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server --sentinel: %w", err)
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}
+	if err := waitReady(s.Addr, cmd); err != nil {
+		s.Kill()
+		return nil, err
+	}
+	t.Cleanup(s.Kill)
+	return s, nil
+}
+
+// MasterAddr asks the Sentinel which address the master has now.
+func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	got, err := c.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.Master).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("sentinel %s: master %s: %w", s.Addr, s.Master, err)
+	}
+	if len(got) != 2 {
+		return "", fmt.Errorf("sentinel %s: master %s: answer %q", s.Addr, s.Master, got)
+	}
+	return net.JoinHostPort(got[0], got[1]), nil
+}
+
+// waitFor polls the server at addr until cond holds, for at most bound.
+func waitFor(addr string, bound time.Duration, what string, cond func(*redis.Client) bool) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(bound)
 	for time.Now().Before(deadline) {
-		info, err := c.ClusterInfo(context.Background()).Result()
-		if err == nil && strings.Contains(info, "cluster_state:ok") {
+		if cond(c) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
 	}
-	return fmt.Errorf("cluster node %s not ok within 20 s", addr)
+	return fmt.Errorf("%s: %s not within %v", addr, what, bound)
 }
