@@ -88,6 +88,7 @@ type agent struct {
 
 	mu      sync.Mutex
 	running int
+	held    map[jobAttempt]bool // leased and not yet reported
 	freed   chan struct{} // a slot freed (buffered, 1)
 	leases  int           // lease answers received so far
 	lapsed  int           // jobs of lease answers up to this one are lost
@@ -98,7 +99,8 @@ type agent struct {
 }
 
 func newAgent(name string, caps []string, slots int, c *client, epoch time.Time, done func()) *agent {
-	return &agent{name: name, caps: caps, slots: slots, c: c, epoch: epoch, done: done, freed: make(chan struct{}, 1)}
+	return &agent{name: name, caps: caps, slots: slots, c: c, epoch: epoch, done: done, freed: make(chan struct{}, 1),
+		held: map[jobAttempt]bool{}}
 }
 
 // run leases and runs jobs until ctx ends, then leaves.
@@ -106,6 +108,7 @@ func (a *agent) run(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() { defer wg.Done(); a.renewLoop(ctx) }()
 	defer a.leave(ctx)
+	unsure := true // of what the server has leased to it: say what it holds
 	for ctx.Err() == nil && a.failed() == nil {
 		free := a.freeSlots()
 		if free == 0 {
@@ -118,10 +121,18 @@ func (a *agent) run(ctx context.Context, wg *sync.WaitGroup) {
 		a.awake()
 		var ans leaseAnswer
 		req := map[string]any{"agent": a.name, "capabilities": a.caps, "slots": a.slots, "max": free, "waitMs": 1000}
-		if _, err := a.c.do(ctx, "POST", "/v1/agent/lease", req, &ans, 200); err != nil {
+		if unsure {
+			// A lease answer may have been lost (a server died while
+			// sending it): the protocol's holding list lets the server
+			// hand back whatever it leased that the agent never got.
+			req["holding"] = a.holding()
+		}
+		missed, err := a.c.do(ctx, "POST", "/v1/agent/lease", req, &ans, 200)
+		if err != nil {
 			a.fail(ctx, err)
 			continue
 		}
+		unsure = missed
 		a.start(ctx, wg, ans.Jobs)
 	}
 }
@@ -148,6 +159,7 @@ func (a *agent) start(ctx context.Context, wg *sync.WaitGroup, jobs []leasedJob)
 	a.leases++
 	for _, j := range jobs {
 		a.running++
+		a.held[jobAttempt{ID: j.ID, Attempt: j.Attempt}] = true
 		wg.Add(1)
 		go func(lease int) { defer wg.Done(); a.execute(ctx, j, lease) }(a.leases)
 	}
@@ -162,7 +174,7 @@ func (a *agent) freeSlots() int {
 // execute "runs" a job for 0-5 ms, then reports success unless the lease
 // it came with lapsed meanwhile.
 func (a *agent) execute(ctx context.Context, j leasedJob, lease int) {
-	defer a.release()
+	defer a.release(j)
 	ex := execution{job: j.ID, attempt: j.Attempt, agent: a.name, queue: j.Queue, start: time.Since(a.epoch)}
 	if err := json.Unmarshal(j.Payload, &ex.payload); err != nil {
 		a.fail(ctx, fmt.Errorf("job %s: payload %q: %w", j.ID, j.Payload, err))
@@ -183,8 +195,20 @@ func (a *agent) execute(ctx context.Context, j leasedJob, lease int) {
 	}
 }
 
-func (a *agent) release() {
+// holding lists the jobs the agent holds.
+func (a *agent) holding() []jobAttempt {
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := []jobAttempt{}
+	for h := range a.held {
+		out = append(out, h)
+	}
+	return out
+}
+
+func (a *agent) release(j leasedJob) {
+	a.mu.Lock()
+	delete(a.held, jobAttempt{ID: j.ID, Attempt: j.Attempt})
 	a.running--
 	a.mu.Unlock()
 	select {

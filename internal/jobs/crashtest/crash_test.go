@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ var (
 	flagSlots  = flag.Int("crash.slots", 4, "slots of each agent")
 	flagSeed   = flag.Uint64("crash.seed", 0, "seed of the workload, the kill moments and the stalls (0: random)")
 	flagRace   = flag.Bool("crash.serverrace", false, "build the server with the race detector (slower)")
+	flagLog    = flag.String("crash.log", "", "file to write every process's whole log to when the test gives up waiting")
 )
 
 const (
@@ -213,9 +215,20 @@ func (r *run) poll(ctx context.Context, what string, every time.Duration, cond f
 		}
 		select {
 		case <-ctx.Done():
+			r.saveLog()
 			r.t.Fatalf("waiting for %s: %v (%d completions accepted)\nserver log:\n%s", what, ctx.Err(), r.progress.count(), r.dep.logTail(4000))
 		case <-time.After(every):
 		}
+	}
+}
+
+// saveLog writes the deployment's whole log to -crash.log, if given.
+func (r *run) saveLog() {
+	if *flagLog == "" {
+		return
+	}
+	if err := os.WriteFile(*flagLog, []byte(r.dep.logTail(1<<30)), 0o644); err != nil {
+		r.t.Logf("writing the log to %s: %v", *flagLog, err)
 	}
 }
 

@@ -60,6 +60,7 @@ func (r *run) waitFinished(ctx context.Context) {
 	defer func() {
 		if r.t.Failed() {
 			r.t.Logf("last stats: %+v", st)
+			r.describeRunning(ctx)
 		}
 	}()
 	r.poll(ctx, "every job to finish", 50*time.Millisecond, func() bool {
@@ -70,6 +71,39 @@ func (r *run) waitFinished(ctx context.Context) {
 		}
 		return err == nil && st.unfinished() == 0
 	})
+}
+
+// describeRunning logs, for a test that gave up waiting, every job the
+// server says is running and what the agents recorded of it.
+func (r *run) describeRunning(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, a := range r.agents {
+		a.mu.Lock()
+		r.t.Logf("agent %s runs %d jobs by its own count (%d lease answers, %d lost)", a.name, a.running, a.leases, a.lost)
+		a.mu.Unlock()
+	}
+	jobs, err := listAll(ctx, r.admin)
+	if err != nil {
+		r.t.Logf("listing the jobs: %v", err)
+		return
+	}
+	for _, j := range jobs {
+		if j.State != "running" {
+			continue
+		}
+		var seen []string
+		for _, a := range r.agents {
+			a.mu.Lock()
+			for _, x := range a.execs {
+				if x.job == j.ID {
+					seen = append(seen, fmt.Sprintf("%s attempt %d %s at %v", x.agent, x.attempt, x.outcome, x.end))
+				}
+			}
+			a.mu.Unlock()
+		}
+		r.t.Logf("still running: job %s attempt %d on %s; the agents recorded: %v", j.ID, j.Attempt, j.Agent, seen)
+	}
 }
 
 // stopAgents stops the agents and returns every execution they recorded.

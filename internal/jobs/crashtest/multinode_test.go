@@ -25,11 +25,16 @@ import (
 // TestCrashRecoveryMultiNode is the crash test on multi-node mode: one
 // Redis, two schedulers (one leads and serves /v1 from the Redis store)
 // and two queue servers that pass /v1 to the leader; clients and agents
-// spread their requests over both queue servers. The kills alternate
-// between the leading scheduler and a queue server.
+// spread their requests over both queue servers. The kills take turns:
+// the leading scheduler, a queue server, and Redis itself, restarted from
+// its append-only file (written before every answer, so that it keeps
+// whatever it acknowledged).
 func TestCrashRecoveryMultiNode(t *testing.T) {
 	crashRecovery(t, func(ctx context.Context, t *testing.T, bin string) deployment {
-		return startMultiNode(ctx, t, bin, redistest.Start(t).URL())
+		srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+		m := startMultiNode(ctx, t, bin, srv.URL())
+		m.redis = srv
+		return m
 	})
 }
 
@@ -48,6 +53,7 @@ type multiNode struct {
 	redisURL string
 	rdb      redis.UniversalClient
 	keys     redisq.Keys
+	redis    *redistest.Server // restarted among the kills; nil: never
 
 	mu     sync.Mutex
 	scheds map[string]*testbin.Proc // by node name
@@ -148,12 +154,22 @@ func (m *multiNode) URL() string {
 	return ""
 }
 
-// disrupt kills the leading scheduler and starts a new standby, or kills a
-// queue server and starts it again, in turns.
+// disrupt kills the leading scheduler and starts a new standby, kills a
+// queue server and starts it again, or (when m.redis is set) restarts
+// Redis, in turns.
 func (m *multiNode) disrupt(ctx context.Context, rng *rand.Rand) (string, error) {
 	m.kills++
-	if m.kills%2 == 1 {
+	kinds := 2
+	if m.redis != nil {
+		kinds = 3
+	}
+	switch m.kills % kinds {
+	case 1:
 		return m.killLeader()
+	case 0:
+		if m.redis != nil {
+			return "redis-server", m.redis.Restart()
+		}
 	}
 	i := rng.IntN(len(m.fronts))
 	m.fronts[i].url.Store(new(string))

@@ -176,7 +176,7 @@ func (l *leader) watch(ctx context.Context, key string, i int, wake chan<- int, 
 		}
 		if err != nil {
 			if ctx.Err() == nil && !failing {
-				l.s.log.Error("cannot wait on "+key+"; retrying", "err", err)
+				l.s.log.Warn("cannot wait on "+key+"; retrying", "err", err)
 			}
 			failing = true
 			sleep(ctx, 200*time.Millisecond)

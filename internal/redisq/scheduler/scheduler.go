@@ -220,7 +220,7 @@ func (s *Scheduler) campaign(ctx context.Context) (string, error) {
 		token, err := s.tryAcquire(ctx)
 		switch {
 		case err != nil && !failing:
-			s.log.Error("cannot reach Redis to campaign; retrying", "err", err)
+			s.log.Warn("cannot reach Redis to campaign; retrying", "err", err)
 			failing = true
 		case err == nil:
 			failing = false
