@@ -89,9 +89,9 @@ type agent struct {
 	mu      sync.Mutex
 	running int
 	held    map[jobAttempt]bool // leased and not yet reported
-	freed   chan struct{} // a slot freed (buffered, 1)
-	leases  int           // lease answers received so far
-	lapsed  int           // jobs of lease answers up to this one are lost
+	freed   chan struct{}       // a slot freed (buffered, 1)
+	leases  int                 // lease answers received so far
+	lapsed  int                 // jobs of lease answers up to this one are lost
 	execs   []execution
 	stops   []jobAttempt // stop or timeout orders (none expected)
 	err     error        // the first unexpected answer
