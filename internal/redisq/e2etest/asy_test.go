@@ -124,16 +124,25 @@ func checkExactlyOnce(t testing.TB, outs []outcome) (succeeded int, errs map[str
 // limit: on a loaded machine a fast or downgraded task may reach it.
 const timeLimitText = "complete: Execution aborted due to the time limit"
 
-// checkEndings fails the test unless nearly every task succeeded and the
-// others were stopped by their tier's time limit, nothing else.
+// checkEndings fails the test unless nearly every task (nine in ten)
+// succeeded and the others were stopped by their tier's time limit,
+// nothing else.
 func checkEndings(t testing.TB, ok, n int, errs map[string]int) {
+	t.Helper()
+	checkEndingsAtLeast(t, ok, n, n*9/10, errs)
+}
+
+// checkEndingsAtLeast is checkEndings with its own least number of
+// successes: a handful of 3 s tasks on a loaded machine may all reach the
+// fast tier's limit, which says nothing about the rule a test checks.
+func checkEndingsAtLeast(t testing.TB, ok, n, least int, errs map[string]int) {
 	t.Helper()
 	for text, count := range errs {
 		if !strings.HasPrefix(text, timeLimitText) {
 			t.Errorf("%d tasks ended with %q", count, text)
 		}
 	}
-	if ok < n*9/10 {
+	if ok < least {
 		t.Errorf("only %d of %d tasks succeeded; the others: %v", ok, n, errs)
 	}
 }
