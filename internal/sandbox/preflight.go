@@ -196,7 +196,7 @@ func searchable(fi os.FileInfo, uid, gid int) bool {
 // selfTest runs an empty sandbox (namespaces, mounts, rlimits), then asy
 // with a LaTeX label to svg (latex, dvisvgm) and a 3D figure with a LaTeX
 // label to png (Xvfb, OpenGL, latex, ghostscript), whose shader cache
-// becomes r's template (shadercache.go), written to disk for r alone. It checks the machine, with the
+// becomes r's template (shadercache.go). It checks the machine, with the
 // default limits: limits configured too small for asy show as failing
 // tasks, not here.
 func (r *Runner) selfTest() error {
@@ -227,6 +227,15 @@ func (r *Runner) selfTest() error {
 
 // renderTests renders the test figures and returns the shader cache that
 // the 3D one left.
+//
+// The template can lack a few entries when the machine is busy: Mesa
+// stores what it compiled from threads of the lowest priority
+// (SCHED_IDLE), and asy renders each 3D picture in a process of its own
+// that exits without waiting for them (1-2 of about 60 entries lost under
+// a load of 4-10 on 2 cores). Tasks that need them compile them, as
+// without a template. Rendering the figure again until a pass adds nothing
+// would fill the gap, at the price of a pass (2.5 s on an idle machine, 8
+// s and more on a busy one) at every New, so it is not done.
 func (r *Runner) renderTests() (*shaderTemplate, error) {
 	if err := r.renderTest(FormatSVG, testFigure); err != nil {
 		return nil, fmt.Errorf("%s: %w", FormatSVG, err)

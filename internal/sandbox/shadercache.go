@@ -53,7 +53,7 @@ const (
 )
 
 // Bounds of the template, far above what asy's shaders need (about 60
-// files, 0.8 MiB, and a 1.3 MB index).
+// files, 0.5 MiB, and a 1.3 MB index).
 const (
 	maxCacheFiles = 512
 	maxCacheBytes = 8 * miB
@@ -218,26 +218,43 @@ func (r *Runner) writeTemplateDir() error {
 	return nil
 }
 
-// fillTemplateDir writes tpl below root (see writeTemplateDir).
+// fillTemplateDir writes tpl below root (see writeTemplateDir). Modes are
+// set with chmod, whatever the server's umask.
 func fillTemplateDir(root string, tpl *shaderTemplate) error {
 	if err := os.Chmod(root, 0o755); err != nil {
 		return err
 	}
 	cache := filepath.Join(root, path.Base(shaderCacheDir))
-	if err := os.Mkdir(cache, 0o755); err != nil {
+	if err := mkdirMode(cache); err != nil {
 		return err
 	}
 	for i := range 256 {
-		if err := os.Mkdir(filepath.Join(cache, fmt.Sprintf("%02x", i)), 0o755); err != nil {
+		if err := mkdirMode(filepath.Join(cache, fmt.Sprintf("%02x", i))); err != nil {
 			return err
 		}
 	}
 	for _, f := range tpl.files {
-		if err := os.WriteFile(filepath.Join(cache, f.Name), f.Data, 0o444); err != nil {
+		if err := writeReadOnly(filepath.Join(cache, f.Name), f.Data); err != nil {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(cache, shaderIndexName), nil, 0o444)
+	return writeReadOnly(filepath.Join(cache, shaderIndexName), nil)
+}
+
+// mkdirMode creates the directory name with mode 0755.
+func mkdirMode(name string) error {
+	if err := os.Mkdir(name, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(name, 0o755)
+}
+
+// writeReadOnly creates the file name holding data, with mode 0444.
+func writeReadOnly(name string, data []byte) error {
+	if err := os.WriteFile(name, data, 0o444); err != nil {
+		return err
+	}
+	return os.Chmod(name, 0o444)
 }
 
 // shaderCacheMounts prepares the shader cache of a task that gets a
