@@ -118,7 +118,7 @@ func (o *backendOptions) run(ctx context.Context, logOut io.Writer) error {
 		return fmt.Errorf("backend: the sandbox does not work: %w", err)
 	}
 	if c, ok := starter.(io.Closer); ok {
-		defer c.Close() // the runner's spare displays
+		defer c.Close() // the runner's spare displays and shader cache template
 	}
 	if o.redis != "" {
 		return o.runRedis(ctx, starter, log)

@@ -26,7 +26,8 @@ type Execution interface {
 }
 
 // Sandbox returns r as a Starter. It is also an io.Closer that closes r
-// (its spare displays): call Close once no task runs.
+// (its spare displays, its shader cache template): call Close once no task
+// runs.
 func Sandbox(r *sandbox.Runner) Starter { return runnerStarter{r} }
 
 type runnerStarter struct{ r *sandbox.Runner }
@@ -39,5 +40,6 @@ func (s runnerStarter) Start(ctx context.Context, t sandbox.Task, sink sandbox.S
 	return run, nil
 }
 
-// Close closes the runner: its spare displays are killed.
+// Close closes the runner: its spare displays are killed and its shader
+// cache template removed.
 func (s runnerStarter) Close() error { return s.r.Close() }

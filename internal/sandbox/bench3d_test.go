@@ -27,15 +27,18 @@ type variant struct {
 	run  func(b *testing.B) cost
 }
 
-// BenchmarkRender3D renders sphere3D in each format eight ways,
+// BenchmarkRender3D renders sphere3D in each format nine ways,
 // interleaved (the order rotates every iteration) so that the load of a
 // shared machine hits all alike:
 //
 //	opengl        the Runner as shipped: sandbox, OpenGL (llvmpipe) on a
 //	              spare display (spare.go) started after the previous
 //	              task and ready before this one, Mesa's shader cache
-//	              copied from New's
-//	opengl-fresh  the same without spare displays: the task starts its
+//	              New's template bound read-only, with a copy of its index
+//	opengl-copy   the same with the shader cache as before the read-only
+//	              template: a private copy of the template's entries
+//	              written into the task's HOME, without the index
+//	opengl-fresh  opengl without spare displays: the task starts its
 //	              own Xvfb (display.go), asy as soon as Xvfb's socket exists
 //	opengl-cold   opengl-fresh with an empty shader cache
 //	opengl-ready  opengl-fresh, asy started only once Xvfb is ready
@@ -45,15 +48,17 @@ type variant struct {
 //	xvfb-run      asy by hand on a headless machine: xvfb-run -a asy …
 //	bare-vector   asy -render=0 by hand outside the sandbox
 //
-// opengl waits, untimed, for its next spare to be ready after each run
-// (the spare starts between tasks); its CPU is the task's, and "spare" is
-// the CPU of the spare it used (Xvfb's start and what it did for the
-// task), which the other Runner variants' CPU misses: their Xvfb is killed
-// with the sandbox's PID 1 and its rusage reaches no one.
+// opengl and opengl-copy wait, untimed, for their next spare to be ready
+// after each run (the spare starts between tasks); their CPU is the
+// task's, and "<variant>-spare" is the CPU of the spare each used (Xvfb's
+// start and what it did for the task), which the other Runner variants'
+// CPU misses: their Xvfb is killed with the sandbox's PID 1 and its
+// rusage reaches no one.
 //
 // It reports each one's median wall and CPU time and the medians of the
 // per-iteration ratios opengl/xvfb-run and opengl/bare-opengl (issue 9's
-// goal), opengl/opengl-fresh (the spare's gain), opengl-fresh/xvfb-run,
+// goal), opengl/opengl-copy (the read-only template's gain),
+// opengl/opengl-fresh (the spare's gain), opengl-fresh/xvfb-run,
 // opengl-fresh/bare-opengl, opengl-ready/bare-opengl and
 // opengl-fresh/opengl-ready (the overlap's gain), opengl-cold/opengl-fresh
 // (the shader cache template's gain) and vector/opengl. Run it with
@@ -61,6 +66,8 @@ type variant struct {
 //	go test -run '^$' -bench Render3D -benchtime 20x ./internal/sandbox/
 func BenchmarkRender3D(b *testing.B) {
 	gl := newRunner(b, Limits{})
+	copied := newRunner(b, Limits{})
+	copied.copyShaderCache = true
 	fresh := newRunner(b, Limits{})
 	fresh.spares = nil
 	cold := newRunner(b, Limits{})
@@ -75,7 +82,8 @@ func BenchmarkRender3D(b *testing.B) {
 			bare := bareAsy(b, sphere3D, format)
 			costs := map[string][]cost{}
 			costs = interleave(b, costs, []variant{
-				{"opengl", spareVariant(gl, sphere3D, format, costs)},
+				spareVariant("opengl", gl, sphere3D, format, costs),
+				spareVariant("opengl-copy", copied, sphere3D, format, costs),
 				{"opengl-fresh", runnerVariant(fresh, sphere3D, format)},
 				{"opengl-cold", runnerVariant(cold, sphere3D, format)},
 				{"opengl-ready", runnerVariant(ready, sphere3D, format)},
@@ -87,6 +95,8 @@ func BenchmarkRender3D(b *testing.B) {
 			report(b, costs)
 			reportRatio(b, costs, "opengl", "xvfb-run")
 			reportRatio(b, costs, "opengl", "bare-opengl")
+			reportRatio(b, costs, "opengl", "opengl-copy")
+			reportRatio(b, costs, "opengl-copy", "xvfb-run")
 			reportRatio(b, costs, "opengl", "opengl-fresh")
 			reportRatio(b, costs, "opengl-fresh", "xvfb-run")
 			reportRatio(b, costs, "opengl-fresh", "bare-opengl")
@@ -98,17 +108,17 @@ func BenchmarkRender3D(b *testing.B) {
 	}
 }
 
-// spareVariant is runnerVariant on a Runner with spare displays: it fails
-// unless every run but the first had one, records as "spare" in costs the
-// CPU of the spare each run used, and waits, untimed, for the next spare
-// to be ready.
-func spareVariant(r *Runner, src, format string, costs map[string][]cost) func(b *testing.B) cost {
+// spareVariant is the variant name, runnerVariant on a Runner with spare
+// displays: it fails unless every run but the first had one, records as
+// name+"-spare" in costs the CPU of the spare each run used, and waits,
+// untimed, for the next spare to be ready.
+func spareVariant(name string, r *Runner, src, format string, costs map[string][]cost) variant {
 	first := true
-	return func(b *testing.B) cost {
+	return variant{name, func(b *testing.B) cost {
 		c, run := runOnce(b, r, src, format)
 		switch {
 		case run.spare != nil:
-			costs["spare"] = append(costs["spare"], cost{cpu: cpuOf(run.spare.proc.cmd.ProcessState)})
+			costs[name+"-spare"] = append(costs[name+"-spare"], cost{cpu: cpuOf(run.spare.proc.cmd.ProcessState)})
 		case !first:
 			b.Fatal("the task had no spare display")
 		}
@@ -117,7 +127,7 @@ func spareVariant(r *Runner, src, format string, costs map[string][]cost) func(b
 			b.Fatal("no spare display became ready")
 		}
 		return c
-	}
+	}}
 }
 
 // BenchmarkDisplayCost2D is what a private display would cost a 2D task

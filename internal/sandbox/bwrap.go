@@ -79,16 +79,20 @@ func sandboxEnv(home string) []string {
 }
 
 // bwrapArgs is bubblewrap's command line that runs argv in the sandbox with
-// the host directory workDir mounted read-write at sandboxDir. With x11,
-// the spare display's socket directory that was moved into workDir
-// (spare.go) is also bound read-only at /tmp/.X11-unix.
-func (r *Runner) bwrapArgs(workDir string, x11 bool, argv []string) []string {
+// the host directory workDir mounted read-write at sandboxDir, then the
+// task's other mounts (bubblewrap arguments), if any: the spare display's
+// socket directory (spareMount) and the shader cache (shaderCacheMounts).
+func (r *Runner) bwrapArgs(workDir string, mounts, argv []string) []string {
 	args := r.bwrapHead(sandboxEnv(sandboxDir + "/" + homeName))
-	if x11 {
-		args = append(args, "--ro-bind", filepath.Join(workDir, spareSocketName), "/tmp/.X11-unix")
-	}
 	args = append(args, "--bind", workDir, sandboxDir)
+	args = append(args, mounts...)
 	return r.bwrapTail(args, sandboxDir, argv)
+}
+
+// spareMount binds the spare display's socket directory, which was moved
+// into workDir (spare.go), read-only at /tmp/.X11-unix.
+func spareMount(workDir string) []string {
+	return []string{"--ro-bind", filepath.Join(workDir, spareSocketName), "/tmp/.X11-unix"}
 }
 
 // spareArgs is bubblewrap's command line for a spare display (spare.go):
@@ -176,7 +180,10 @@ func (r *Runner) asyArgs(t Task, token string) []string {
 //
 // In insecure mode: prlimit → sh (with the display) → stdbuf → asy in the
 // work directory, leading its own process group.
-func (r *Runner) command(dir *workDir, t Task, token string, x11 bool) *exec.Cmd {
+//
+// mounts are the task's bubblewrap mounts besides the work directory; x11
+// says whether they include a spare display (spareMount).
+func (r *Runner) command(dir *workDir, t Task, token string, x11 bool, mounts []string) *exec.Cmd {
 	asy := append([]string{r.tools.stdbuf, "-oL"}, r.asyArgs(t, token)...)
 	if r.insecure {
 		argv := r.limits.prlimitArgs(r.tools.prlimit, false)
@@ -189,12 +196,12 @@ func (r *Runner) command(dir *workDir, t Task, token string, x11 bool) *exec.Cmd
 	}
 	argv := r.limits.prlimitArgs(r.tools.prlimit, true)
 	argv = append(argv, r.wrapCommand("/tmp", t, x11, asy)...)
-	return r.execBwrap(r.bwrapArgs(dir.path, x11, argv))
+	return r.execBwrap(r.bwrapArgs(dir.path, mounts, argv))
 }
 
-// bwrapCommand runs argv in a sandbox on workDir.
-func (r *Runner) bwrapCommand(workDir string, argv []string) *exec.Cmd {
-	return r.execBwrap(r.bwrapArgs(workDir, false, argv))
+// bwrapCommand runs argv in a sandbox on workDir, with mounts besides it.
+func (r *Runner) bwrapCommand(workDir string, mounts, argv []string) *exec.Cmd {
+	return r.execBwrap(r.bwrapArgs(workDir, mounts, argv))
 }
 
 // spareCommand runs a spare display on the host directory socketDir.

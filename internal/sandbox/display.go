@@ -78,7 +78,8 @@ const (
 // llvmpipeThreads) and MESA_SHADER_CACHE_DIR: Mesa would look for its
 // shader cache in the passwd entry's home directory, and the sandbox has
 // no /etc/passwd, so it must be told; it uses $HOME/.cache/mesa_shader_cache,
-// which starts as a copy of New's (shadercache.go).
+// where the task finds New's template bound read-only, with its own copy
+// of the index (shadercache.go).
 var displayScript = `x=$1 d=$2 wait=$3
 shift 3
 xlog() { echo "usher: the virtual display for 3D rendering (Xvfb) $1:" >&2; cat "$d/.x-log" >&2; }

@@ -33,6 +33,23 @@ func newRunner(t testing.TB, l Limits) *Runner {
 	return r
 }
 
+// workRootEntries lists r's work root but for the Runner's own shader
+// cache template.
+func workRootEntries(t testing.TB, r *Runner) []string {
+	t.Helper()
+	entries, err := os.ReadDir(r.workRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if filepath.Join(r.workRoot, e.Name()) != filepath.Dir(r.template.cacheDir()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
 // mainTask is a task with one main file holding src.
 func mainTask(src string) Task {
 	return Task{Files: []File{{Name: "main.asy", Data: []byte(src), Main: true}}}

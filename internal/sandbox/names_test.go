@@ -130,8 +130,8 @@ func TestStartRefusesInvalidTasks(t *testing.T) {
 			if run != nil || !errors.Is(err, ErrInvalidTask) || err.Error() != tc.want {
 				t.Fatalf("Start: %v, want %q wrapping ErrInvalidTask", err, tc.want)
 			}
-			if entries, _ := os.ReadDir(r.workRoot); len(entries) != 0 {
-				t.Fatalf("a refused task left %v in the work root", entries)
+			if left := workRootEntries(t, r); len(left) != 0 {
+				t.Fatalf("a refused task left %v in the work root", left)
 			}
 		})
 	}

@@ -25,8 +25,8 @@ const (
 
 // selfTested remembers configurations whose sandbox already rendered the
 // test figures in this process, so that many Runners cost one check, with
-// the shader cache template the 3D figure left ([]File); selfTestMu makes
-// concurrent News wait for one check.
+// the shader cache template the 3D figure left (*shaderTemplate);
+// selfTestMu makes concurrent News wait for one check.
 var (
 	selfTested sync.Map
 	selfTestMu sync.Mutex
@@ -73,6 +73,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if err := r.selfTest(); err != nil {
 		return nil, err
+	}
+	if err := r.writeTemplateDir(); err != nil {
+		return nil, stepError(stepWorkRoot, err)
 	}
 	if cfg.SpareDisplays >= 0 {
 		r.spares = newSpares(r, max(cfg.SpareDisplays, 1))
@@ -201,7 +204,7 @@ func (r *Runner) selfTest() error {
 	selfTestMu.Lock()
 	defer selfTestMu.Unlock()
 	if cache, ok := selfTested.Load(key); ok {
-		r.shaderCache = cache.([]File)
+		r.shaderCache = cache.(*shaderTemplate)
 		return nil
 	}
 	probe := &Runner{
@@ -224,11 +227,20 @@ func (r *Runner) selfTest() error {
 
 // renderTests renders the test figures and returns the shader cache that
 // the 3D one left.
-func (r *Runner) renderTests() ([]File, error) {
+//
+// The template can lack a few entries when the machine is busy: Mesa
+// stores what it compiled from threads of the lowest priority
+// (SCHED_IDLE), and asy renders each 3D picture in a process of its own
+// that exits without waiting for them (1-2 of about 60 entries lost under
+// a load of 4-10 on 2 cores). Tasks that need them compile them, as
+// without a template. Rendering the figure again until a pass adds nothing
+// would fill the gap, at the price of a pass (2.5 s on an idle machine, 8
+// s and more on a busy one) at every New, so it is not done.
+func (r *Runner) renderTests() (*shaderTemplate, error) {
 	if err := r.renderTest(FormatSVG, testFigure); err != nil {
 		return nil, fmt.Errorf("%s: %w", FormatSVG, err)
 	}
-	var cache []File
+	var cache *shaderTemplate
 	var cacheErr error
 	r.afterRun = func(workDir string) { cache, cacheErr = readShaderCache(workDir) }
 	defer func() { r.afterRun = nil }()
@@ -249,7 +261,7 @@ func (r *Runner) emptySandbox() error {
 	}
 	defer dir.remove()
 	argv := append(r.limits.prlimitArgs(r.tools.prlimit, true), "/usr/bin/true")
-	cmd := r.bwrapCommand(dir.path, argv)
+	cmd := r.bwrapCommand(dir.path, nil, argv)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	p, err := startProcess(cmd, true)
@@ -268,13 +280,20 @@ func (r *Runner) emptySandbox() error {
 // testFigure has a LaTeX label, so latex runs too.
 const testFigure = `size(2cm); draw(unitcircle); label("$x^2$", (0,0));`
 
-// testFigure3D is rendered with OpenGL on the task's virtual display. It
-// uses what makes asy compile different shaders (lit, coloured and
-// transparent surfaces, lines, arrows, dots, a 3D LaTeX label, both kinds
-// of projection), so that the shader cache it leaves serves most figures.
-// (A 2D label on this picture would spoil its perspective sizing.)
+// testFigure3D is rendered with OpenGL on the task's virtual display. Its
+// five pictures make asy and Mesa compile what most figures need, so that
+// the shader cache they leave serves them (TestShaderTemplateCoversFigures):
+// a scene with everything (lit, coloured and transparent surfaces, lines,
+// arrows, dots, a 3D LaTeX label) and an opaque one, in both kinds of
+// projection, since Mesa compiles different variants for a scene without
+// transparency, and a stack of transparent cubes, whose depth makes asy
+// compile a larger blending shader. Only the last picture is out.png; the
+// others are eps, which asy renders the same way but without a pdflatex
+// and two ghostscript runs each (the template is the same as with png,
+// and New takes 1-2 s less). (A 2D label on a 3D picture would spoil its
+// perspective sizing.)
 const testFigure3D = `import graph3; import palette;
-void warmup(picture pic) {
+void mixed(picture pic) {
   size(pic,3cm);
   surface s=surface(new real(pair z) {return z.x*z.y;},(-1,-1),(1,1),4,Spline);
   s.colors(palette(s.map(zpart),Rainbow())); draw(pic,s);
@@ -282,8 +301,14 @@ void warmup(picture pic) {
   draw(pic,(0,0,0)--(0,0,2)--(1,1,2),green+1pt,Arrow3); draw(pic,(0,0,0)--(1,0,0)); dot(pic,(1,1,1));
   label(pic,"$x^2$",(0,0,2.2));
 }
-picture ortho; warmup(ortho); shipout("ortho",ortho,P=orthographic(4,2,3));
-currentprojection=perspective(10,8,6); warmup(currentpicture);
+void solid(picture pic) {size(pic,2cm); draw(pic,unitsphere,red);}
+void glass(picture pic) {size(pic,2cm); for(int i=0; i < 2; ++i) draw(pic,shift(0,0,1.5i)*unitcube,blue+opacity(0.5));}
+projection O=orthographic(4,2,3), P=perspective(10,8,6);
+picture a; solid(a); shipout("solid",a,P=O,format="eps");
+picture b; mixed(b); shipout("mixed",b,P=O,format="eps");
+picture c; solid(c); shipout("solidp",c,P=P,format="eps");
+picture d; glass(d); shipout("glass",d,P=orthographic(0,0,1),format="eps");
+currentprojection=P; mixed(currentpicture);
 `
 
 // renderTest renders src through the Runner itself.

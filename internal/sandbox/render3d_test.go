@@ -223,44 +223,6 @@ func TestHostile3D(t *testing.T) {
 	}
 }
 
-// Every task with a display starts with its own copy of New's shader
-// cache: a 3D figure whose shaders the template lacks adds entries to its
-// copy only; the next task (which loads three but draws nothing, so Mesa
-// leaves its copy alone) has the template's files, no more.
-// (asy itself cannot write below its directory: "Write to other
-// directories disabled"; only Mesa inside asy writes the cache.)
-func TestShaderCacheIsPrivate(t *testing.T) {
-	t.Parallel()
-	r := newRunner(t, Limits{})
-	template := len(r.shaderCache)
-	if template == 0 {
-		t.Fatal("New left no shader cache template")
-	}
-	var seen [][]File
-	r.afterRun = func(workDir string) {
-		files, err := readShaderCache(workDir)
-		if err != nil {
-			t.Error(err)
-		}
-		seen = append(seen, files)
-	}
-	for i, src := range []string{figures3D[3].src, "import three; write(\"nothing drawn\");"} {
-		task := mainTask(src)
-		task.Format = FormatPNG
-		o, s := runTask(t, r, task)
-		wantOutcome(t, o, i == 0, []string{"", "No image output"}[i], s)
-	}
-	if len(seen[0]) <= template {
-		t.Fatalf("the 3D task added nothing to its cache (%d files): the check below proves nothing", len(seen[0]))
-	}
-	if len(seen[1]) != template {
-		t.Fatalf("the next task's cache has %d files, the template %d", len(seen[1]), template)
-	}
-	if len(r.shaderCache) != template {
-		t.Fatal("the template changed")
-	}
-}
-
 // Settings a file may set, as asy documents them: settings.render=0 gives
 // vector 3D (shadings, no bitmap; dvisvgm turns shadings into small
 // bitmaps, so the check uses pdf), settings.render=n renders n pixels per

@@ -35,13 +35,14 @@ func (r *Runner) Start(ctx context.Context, t Task, sink Sink) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	var mounts []string
 	if r.display(t) {
-		if err := r.writeShaderCache(dir); err != nil {
+		if mounts, err = r.shaderCacheMounts(dir); err != nil {
 			return nil, errors.Join(fmt.Errorf("sandbox: prepare the work directory: %w", err), dir.remove())
 		}
 	}
 	run := &Run{
-		r: r, task: t, sink: sink, ctx: ctx, dir: dir, limit: t.Timeout,
+		r: r, task: t, sink: sink, ctx: ctx, dir: dir, limit: t.Timeout, mounts: mounts,
 		wake:    make(chan struct{}, 1),
 		abortCh: make(chan string, 1),
 		done:    make(chan struct{}),
@@ -65,7 +66,11 @@ func (run *Run) launch() error {
 	if t.Interactive {
 		token = promptToken()
 	}
-	cmd := run.r.command(run.dir, t, token, run.spare != nil)
+	mounts := run.mounts
+	if run.spare != nil {
+		mounts = append(spareMount(run.dir.path), mounts...)
+	}
+	cmd := run.r.command(run.dir, t, token, run.spare != nil, mounts)
 	var p pipes
 	if err := p.open(t.SeparateStderr, t.Interactive); err != nil {
 		return err

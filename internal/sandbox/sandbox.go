@@ -152,9 +152,17 @@ type Runner struct {
 	// spares are the spare displays for 3D tasks (spare.go); nil: none.
 	spares *spares
 
-	// shaderCache is the template of Mesa's shader cache copied into each
-	// task's HOME (shadercache.go); shared by Runners, never modified.
-	shaderCache []File
+	// shaderCache is the template of Mesa's shader cache that New's
+	// self-test left (shadercache.go); shared by Runners, never modified.
+	shaderCache *shaderTemplate
+	// template is the Runner's copy of shaderCache on disk, which tasks'
+	// sandboxes bind read-only.
+	template templateDir
+	// copyShaderCache gives each task a private, writable copy of the
+	// template's entries in its HOME instead, as before the read-only
+	// template: only the benchmarks (to compare) and the tests (to see
+	// which entries a figure adds) set it.
+	copyShaderCache bool
 	// afterRun, when set, sees the host work directory after the run,
 	// just before it is removed. New's self-test takes the shader cache.
 	afterRun func(workDir string)
@@ -167,13 +175,15 @@ type Runner struct {
 }
 
 // Close kills the Runner's spare displays, those of running tasks too, and
-// starts no more: call it once no task runs. Tasks started later start
-// their own displays. It always returns nil.
+// starts no more, and removes its shader cache template from the work
+// root: call it once no task runs. Tasks started later start their own
+// displays, with an empty shader cache. It fails only when the template
+// cannot be removed.
 func (r *Runner) Close() error {
 	if r.spares != nil {
 		r.spares.close()
 	}
-	return nil
+	return r.template.remove()
 }
 
 // Run is one started task.
@@ -187,7 +197,10 @@ type Run struct {
 	out   *forwarder
 	in    *feeder // nil unless interactive
 	spare *spare  // the spare display the task got, or nil
-	start time.Time
+	// mounts are the task's bubblewrap mounts of the shader cache
+	// (shaderCacheMounts), or nil.
+	mounts []string
+	start  time.Time
 
 	mu      sync.Mutex
 	limit   time.Duration // current wall-clock limit, counted from start

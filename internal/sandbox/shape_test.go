@@ -22,7 +22,14 @@ func sandboxed(t *testing.T, r *Runner, stdin io.Reader, argv ...string) (string
 		t.Fatal(err)
 	}
 	defer dir.remove()
-	cmd := r.bwrapCommand(dir.path, append(r.limits.prlimitArgs(r.tools.prlimit, true), argv...))
+	return sandboxedOn(t, r, dir, nil, stdin, argv...)
+}
+
+// sandboxedOn is sandboxed on the work directory dir, with mounts (bubblewrap
+// arguments) besides it.
+func sandboxedOn(t *testing.T, r *Runner, dir *workDir, mounts []string, stdin io.Reader, argv ...string) (string, int) {
+	t.Helper()
+	cmd := r.bwrapCommand(dir.path, mounts, append(r.limits.prlimitArgs(r.tools.prlimit, true), argv...))
 	var out testbin.LogBuffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &out, stdin
 	p, err := startProcess(cmd, true)
@@ -209,7 +216,7 @@ func startSandboxed(t *testing.T, r *Runner, argv ...string) (*process, *bufio.R
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.remove() })
-	cmd := r.bwrapCommand(dir.path, append(r.limits.prlimitArgs(r.tools.prlimit, true), argv...))
+	cmd := r.bwrapCommand(dir.path, nil, append(r.limits.prlimitArgs(r.tools.prlimit, true), argv...))
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

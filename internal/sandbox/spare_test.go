@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,10 +113,12 @@ func TestSpareDisplayKilledFallsBack(t *testing.T) {
 }
 
 // Close kills the idle spare display and the one a running task holds,
-// and starts no more; tasks after Close start their own displays.
+// starts no more and removes the shader cache template; tasks after Close
+// start their own displays, with an empty shader cache.
 func TestCloseKillsSpareDisplays(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Limits{})
+	template := filepath.Dir(r.template.cacheDir())
 	render3DTask(t, r)
 	held := readySpare(t, r)
 	task := mainTask(`import three; size(2cm); draw(unitsphere); shipout(); while(true) {}`)
@@ -144,8 +147,11 @@ func TestCloseKillsSpareDisplays(t *testing.T) {
 	run.Wait()
 	assertGone(t, run)
 	assertSpareGone(t, held)
-	if run := render3DTask(t, r); run.spare != nil {
-		t.Fatal("a task after Close got a spare display")
+	if _, err := os.Stat(template); !os.IsNotExist(err) || r.template.cacheDir() != "" {
+		t.Fatalf("the shader cache template %s survives Close (%v)", template, err)
+	}
+	if run := render3DTask(t, r); run.spare != nil || run.mounts != nil {
+		t.Fatal("a task after Close got a spare display or the shader cache template")
 	}
 	if r.spares.waitIdle() {
 		t.Fatal("a spare display started after Close")

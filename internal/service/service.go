@@ -318,7 +318,7 @@ func (s *Service) shutdown(srv *http.Server) error {
 func (s *Service) close() {
 	s.stopAll()
 	if s.runner != nil {
-		_ = s.runner.Close() // kills the spare displays; the tasks were cancelled above
+		_ = s.runner.Close() // kills the spare displays, removes the shader cache template; the tasks were cancelled above
 	}
 	if s.redis != nil {
 		s.redis.Close()
