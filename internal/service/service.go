@@ -110,6 +110,8 @@ type Service struct {
 	jobsAPI  http.Handler
 	redis    redis.UniversalClient // multi-node mode only
 	leader   *leaderProxy          // multi-node mode: /v1 goes to the leading scheduler
+	// remoteDash reads the leader's dashboard (multi-node mode only).
+	remoteDash *remoteDashboard
 	queueCfg asyqueue.Config       // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
@@ -181,7 +183,11 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
+	if s.cfg.Redis.URL == "" {
+		// In multi-node mode the local engine is empty: the leading
+		// scheduler runs /v1 and exports usher_jobs_* itself.
+		s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
+	}
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
 	if s.cfg.Redis.URL != "" {
 		q, err := s.openRedis(ctx)
