@@ -51,7 +51,11 @@ denials, queue estimates), while the others stand by and take over within
 The leader also runs the generic jobs of /v1 (queues, jobs, workflows,
 agents) from their Redis store and serves them on --listen; it publishes
 --advertise in Redis, and every 'usher serve --redis' passes /v1 to it.
-On first start an admin token is written to --admin-token-file.`,
+On first start an admin token is written to --admin-token-file.
+
+While it leads it writes the deployment's dashboard to Redis every second,
+which every queue server's /dashboard shows; --listen also answers
+/metrics (the core's and the generic jobs' metrics while it leads).`,
 		Example: `  # two schedulers on one Redis: one leads, the other stands by
   usher scheduler --redis redis://redis:6379 --node sched-a
   usher scheduler --redis redis://redis:6379 --node sched-b
@@ -71,7 +75,7 @@ On first start an admin token is written to --admin-token-file.`,
 	f.IntVar(&o.mediumLimit, "medium-limit", 0, "most medium-or-slow tasks running at once (0: half the backends, rounded up)")
 	f.IntVar(&o.slowLimit, "slow-limit", 0, "most slow tasks running at once (0: a quarter of the backends, rounded up)")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:8090", "where the leader serves /v1 for the queue servers")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8090", "where the leader serves /v1 for the queue servers; /metrics too")
 	f.StringVar(&o.advertise, "advertise", "", "host:port the queue servers reach --listen at (default: the listen address)")
 	f.StringVar(&o.jobTiers, "job-tiers", o.jobTiers, "duration tiers of generic jobs, fastest first: name=duration[@limit|@share%],...")
 	f.DurationVar(&o.agentLease, "agent-lease", 30*time.Second, "how long an agent's lease lasts after each call")

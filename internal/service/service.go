@@ -112,7 +112,7 @@ type Service struct {
 	leader   *leaderProxy          // multi-node mode: /v1 goes to the leading scheduler
 	// remoteDash reads the leader's dashboard (multi-node mode only).
 	remoteDash *remoteDashboard
-	queueCfg asyqueue.Config       // with defaults applied
+	queueCfg   asyqueue.Config // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
 	asyVersion string
