@@ -22,16 +22,15 @@ const (
 	unreachableText = "Redis cannot be reached"
 )
 
-// dashboardReadEvery bounds how often a queue server reads the leader's
-// dashboard from Redis, however many dashboards are open on it.
-const dashboardReadEvery = dashboardEvery / 2
-
 // remoteDashboard reads the dashboard the leading scheduler publishes in
 // scheduler.dashboard (multi-node mode), for /api/dashboard.
 type remoteDashboard struct {
 	rdb  redis.UniversalClient
 	keys redisq.Keys
 	log  *slog.Logger
+	// every bounds how often it reads Redis, however many dashboards are
+	// open: half the time between snapshots.
+	every time.Duration
 
 	mu     sync.Mutex
 	readAt time.Time
@@ -39,16 +38,16 @@ type remoteDashboard struct {
 	bad    string // the last problem logged as a warning, to log it once
 }
 
-func newRemoteDashboard(rdb redis.UniversalClient, keys redisq.Keys, log *slog.Logger) *remoteDashboard {
-	return &remoteDashboard{rdb: rdb, keys: keys, log: log}
+func newRemoteDashboard(rdb redis.UniversalClient, keys redisq.Keys, every time.Duration, log *slog.Logger) *remoteDashboard {
+	return &remoteDashboard{rdb: rdb, keys: keys, log: log, every: every}
 }
 
-// get returns the leader's dashboard, read at most every
-// dashboardReadEvery; concurrent callers share one read.
+// get returns the leader's dashboard, read at most every r.every;
+// concurrent callers share one read.
 func (r *remoteDashboard) get(ctx context.Context) redisq.Dashboard {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.readAt.IsZero() && time.Since(r.readAt) < dashboardReadEvery {
+	if !r.readAt.IsZero() && time.Since(r.readAt) < r.every {
 		return r.last
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

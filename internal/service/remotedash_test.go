@@ -47,6 +47,9 @@ func startRedisFront(t *testing.T) *redisFront {
 	logs := &testbin.LogBuffer{}
 	ts := startService(t, 0, func(c *Config) {
 		c.Redis = RedisConfig{URL: url, Node: "front-1"}
+		// Snapshots every 100 ms (read from Redis at most every 50 ms), so
+		// that the tests wait less; what they check does not depend on it.
+		c.dashEvery = 100 * time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	rdb, err := redisq.Open(t.Context(), url, 0)

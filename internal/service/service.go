@@ -68,6 +68,10 @@ type Config struct {
 	// mode: tasks go to Redis for the elected scheduler and the backends
 	// registered there (docs/redis.md); no backend runs in this process.
 	Redis RedisConfig
+
+	// dashEvery is the time between /api/dashboard snapshots
+	// (dashboardEvery when 0); tests shorten it.
+	dashEvery time.Duration
 }
 
 // RedisConfig connects a queue server to multi-node mode.
@@ -112,6 +116,7 @@ type Service struct {
 	leader   *leaderProxy          // multi-node mode: /v1 goes to the leading scheduler
 	// remoteDash reads the leader's dashboard (multi-node mode only).
 	remoteDash *remoteDashboard
+	dashEvery  time.Duration   // between /api/dashboard snapshots
 	queueCfg   asyqueue.Config // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
@@ -128,7 +133,11 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry(), stopping: make(chan struct{})}
+	if cfg.dashEvery <= 0 {
+		cfg.dashEvery = dashboardEvery
+	}
+	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry(), stopping: make(chan struct{}),
+		dashEvery: cfg.dashEvery}
 	if err := s.open(ctx); err != nil {
 		cancel()
 		s.close()
