@@ -159,7 +159,7 @@ func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	tick := time.NewTicker(s.dashEvery)
+	tick := time.NewTicker(s.cfg.dashEvery)
 	defer tick.Stop()
 	for {
 		st, err := s.dashboard()

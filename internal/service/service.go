@@ -116,7 +116,6 @@ type Service struct {
 	leader   *leaderProxy          // multi-node mode: /v1 goes to the leading scheduler
 	// remoteDash reads the leader's dashboard (multi-node mode only).
 	remoteDash *remoteDashboard
-	dashEvery  time.Duration   // between /api/dashboard snapshots
 	queueCfg   asyqueue.Config // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
@@ -136,8 +135,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.dashEvery <= 0 {
 		cfg.dashEvery = dashboardEvery
 	}
-	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry(), stopping: make(chan struct{}),
-		dashEvery: cfg.dashEvery}
+	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry(), stopping: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		cancel()
 		s.close()
