@@ -1,19 +1,47 @@
 #!/usr/bin/env bash
 # Starts bin/usher serve on a free loopback port with a fresh data file and
-# two local backends (both may run slow tasks), runs the browser scenarios
-# (web/test/run.mjs) against it, and stops it. Screenshots land in
+# two local backends (both may run slow tasks), and a small multi-node
+# deployment (a redis-server, one usher scheduler, one usher serve --redis)
+# for the multi-node dashboard; runs the browser scenarios
+# (web/test/run.mjs) against them, and stops them. Screenshots land in
 # web/test/artifacts/.
 set -euo pipefail
 tmp=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
 token="usher_webtest-$(date +%s%N)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+# wait_ready URL PID LOG: polls URL until it answers, failing when PID exits.
+wait_ready() {
+  for _ in $(seq 100); do
+    curl -fs "$1" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "webtest: $1 not ready" >&2; cat "$3" >&2; exit 1
+}
 ./bin/usher serve --admin-token "$token" --listen "127.0.0.1:$port" --data "$tmp/usher.db" --backends 2 --medium-limit 2 --slow-limit 2 --log-level warn >"$tmp/serve.log" 2>&1 &
 pid=$!
-cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-for _ in $(seq 100); do
-  curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { cat "$tmp/serve.log" >&2; exit 1; }
-  sleep 0.1
-done
-USHER_URL="http://127.0.0.1:$port" USHER_TOKEN="$token" node web/test/run.mjs || { echo "--- usher serve log" >&2; tail -50 "$tmp/serve.log" >&2; exit 1; }
+pids+=("$pid")
+wait_ready "http://127.0.0.1:$port/readyz" "$pid" "$tmp/serve.log"
+
+rport=$(free_port)
+redis-server --port "$rport" --bind 127.0.0.1 --dir "$tmp" --save "" --appendonly no --logfile "$tmp/redis.log" &
+pids+=($!)
+mport=$(free_port)
+./bin/usher serve --redis "redis://127.0.0.1:$rport" --listen "127.0.0.1:$mport" --data "$tmp/multi.db" --log-level warn >"$tmp/multi.log" 2>&1 &
+mpid=$!
+pids+=("$mpid")
+./bin/usher scheduler --redis "redis://127.0.0.1:$rport" --node webtest-sched --listen 127.0.0.1:0 --admin-token "$token" --log-level warn >"$tmp/sched.log" 2>&1 &
+spid=$!
+pids+=("$spid")
+wait_ready "http://127.0.0.1:$mport/readyz" "$mpid" "$tmp/multi.log"
+
+USHER_URL="http://127.0.0.1:$port" USHER_TOKEN="$token" USHER_MULTINODE_URL="http://127.0.0.1:$mport" USHER_SCHEDULER_PID="$spid" \
+  node web/test/run.mjs "$@" || { echo "--- usher serve log" >&2; tail -50 "$tmp/serve.log" >&2; echo "--- multi-node logs" >&2; tail -20 "$tmp/multi.log" "$tmp/sched.log" >&2; exit 1; }

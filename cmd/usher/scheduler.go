@@ -5,15 +5,21 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/jobsrole"
 	"github.com/usherhq/usher/internal/redisq/scheduler"
+	"github.com/usherhq/usher/internal/sched"
 )
 
 // schedulerOptions are the flags of `usher scheduler`.
@@ -45,7 +51,11 @@ denials, queue estimates), while the others stand by and take over within
 The leader also runs the generic jobs of /v1 (queues, jobs, workflows,
 agents) from their Redis store and serves them on --listen; it publishes
 --advertise in Redis, and every 'usher serve --redis' passes /v1 to it.
-On first start an admin token is written to --admin-token-file.`,
+On first start an admin token is written to --admin-token-file.
+
+While it leads it writes the deployment's dashboard to Redis every second,
+which every queue server's /dashboard shows; --listen also answers
+/metrics (the core's and the generic jobs' metrics while it leads).`,
 		Example: `  # two schedulers on one Redis: one leads, the other stands by
   usher scheduler --redis redis://redis:6379 --node sched-a
   usher scheduler --redis redis://redis:6379 --node sched-b
@@ -65,7 +75,7 @@ On first start an admin token is written to --admin-token-file.`,
 	f.IntVar(&o.mediumLimit, "medium-limit", 0, "most medium-or-slow tasks running at once (0: half the backends, rounded up)")
 	f.IntVar(&o.slowLimit, "slow-limit", 0, "most slow tasks running at once (0: a quarter of the backends, rounded up)")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:8090", "where the leader serves /v1 for the queue servers")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8090", "where the leader serves /v1 for the queue servers; /metrics too")
 	f.StringVar(&o.advertise, "advertise", "", "host:port the queue servers reach --listen at (default: the listen address)")
 	f.StringVar(&o.jobTiers, "job-tiers", o.jobTiers, "duration tiers of generic jobs, fastest first: name=duration[@limit|@share%],...")
 	f.DurationVar(&o.agentLease, "agent-lease", 30*time.Second, "how long an agent's lease lasts after each call")
@@ -86,16 +96,19 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer rdb.Close()
-	jobsRole, ln, err := o.jobsRole(ctx, rdb, log)
+	reg := prometheus.NewRegistry()
+	jobsRole, ln, err := o.jobsRole(ctx, rdb, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer ln.Close()
 	s, err := scheduler.New(scheduler.Config{Client: rdb, Prefix: o.prefix, Node: o.node,
-		Tiers: asyqueue.Tiers(o.mediumLimit, o.slowLimit), Logger: log, WhileLeading: jobsRole.WhileLeading})
+		Tiers: asyqueue.Tiers(o.mediumLimit, o.slowLimit), Logger: log,
+		WhileLeading: jobsRole.WhileLeading, JobsStats: jobsRole.Stats})
 	if err != nil {
 		return err
 	}
+	registerSchedulerMetrics(reg, s, jobsRole)
 	served := make(chan error, 1)
 	go func() { served <- jobsRole.Serve(ctx) }()
 	log.Info("scheduler: /v1 listening", "addr", ln.Addr().String())
@@ -110,9 +123,32 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	return s.Resign(rctx)
 }
 
+// registerSchedulerMetrics makes what `usher scheduler` exports at
+// /metrics on --listen: while it leads, the scheduling core's usher_asy_*
+// gauges and counters and the generic jobs' usher_jobs_* (the queue
+// servers export neither in multi-node mode); always usher_scheduler_leading
+// and the Go runtime's and the process's metrics.
+func registerSchedulerMetrics(reg *prometheus.Registry, s *scheduler.Scheduler, role *jobsrole.Role) {
+	snapshot := func() (sched.Snapshot, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		snap, err := s.CoreSnapshot(ctx)
+		return snap, err == nil
+	}
+	leading := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "usher_scheduler_leading",
+		Help: "1 while this scheduler leads, 0 while it stands by."}, func() float64 {
+		if s.Leading() {
+			return 1
+		}
+		return 0
+	})
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		asyqueue.NewCoreCollector(snapshot), jobsapi.NewCollectorFunc(role.Stats), leading)
+}
+
 // jobsRole opens the listener of /v1 and the role that serves it while
-// this node leads.
-func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) (*jobsrole.Role, net.Listener, error) {
+// this node leads; metrics answers /metrics there.
+func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, metrics http.Handler, log *slog.Logger) (*jobsrole.Role, net.Listener, error) {
 	tiers, err := jobs.ParseTiers(o.jobTiers)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--job-tiers: %w", err)
@@ -132,7 +168,7 @@ func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClie
 	role, err := jobsrole.New(ctx, jobsrole.Config{
 		Client: rdb, Keys: redisq.NewKeys(o.prefix), Listener: ln, Advertise: "http://" + advertise,
 		Tiers: tiers, LeaseTTL: o.agentLease, MaxBody: int64(o.maxBody),
-		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log,
+		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log, Metrics: metrics,
 	})
 	if err != nil {
 		ln.Close()

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +16,15 @@ import (
 )
 
 // `usher scheduler` takes the lead under its node name and the prefix it
-// is given, and gives the lease up when it stops.
+// is given, exports the leader's metrics at /metrics on --listen, and gives
+// the lease up when it stops.
 func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
 	keys := redisq.NewKeys("{test}:")
+	rdb.Set(t.Context(), keys.Backend("1"), "", time.Minute) // one live backend, as usher backend registers
+	rdb.SAdd(t.Context(), keys.BackendSet(), "1")
 	ctx, cancel := context.WithCancel(t.Context())
 	root := newRootCommand()
 	stderr := &testbin.LogBuffer{}
@@ -34,6 +40,18 @@ func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
 	}
+	m := regexp.MustCompile(`/v1 listening.* addr=(\S+)`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no listen address in the log:\n%s", stderr.String())
+	}
+	for _, want := range []string{"usher_scheduler_leading 1", `usher_asy_tier_limit{tier="fast"} 1`, `usher_asy_tier_limit{tier="slow"} 1`, "usher_jobs_agents 0", "go_goroutines"} {
+		for metrics := scrape(t, "http://"+m[1]+"/metrics"); !strings.Contains(metrics, "\n"+want); metrics = scrape(t, "http://"+m[1]+"/metrics") {
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics has no %q:\n%s", want, metrics)
+			}
+			time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -44,6 +62,18 @@ func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
 	if !strings.Contains(stderr.String(), "leading") {
 		t.Fatalf("log:\n%s", stderr.String())
 	}
+}
+
+// scrape reads a /metrics page.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func TestSchedulerCommandNeedsRedis(t *testing.T) {

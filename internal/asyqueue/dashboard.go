@@ -19,14 +19,48 @@ type DashboardEvent struct {
 	Detail string    `json:"detail"`
 }
 
-// recentEvents keeps the last recentLimit events, oldest first.
-type recentEvents struct{ list []DashboardEvent }
+// RecentEvents keeps the last recentLimit events, oldest first. The zero
+// value is ready to use; it is not safe for concurrent use.
+type RecentEvents struct{ list []DashboardEvent }
 
-func (r *recentEvents) add(at time.Time, kind, task, detail string) {
+// Add records an event, forgetting the oldest beyond recentLimit.
+func (r *RecentEvents) Add(at time.Time, kind, task, detail string) {
 	if len(r.list) == recentLimit {
 		r.list = slices.Delete(r.list, 0, 1)
 	}
 	r.list = append(r.list, DashboardEvent{Time: at, Kind: kind, Task: task, Detail: detail})
+}
+
+// newestFirst returns the events, newest first.
+func (r *RecentEvents) newestFirst() []DashboardEvent {
+	out := slices.Clone(r.list)
+	slices.Reverse(out)
+	return out
+}
+
+// Throughput counts the tasks that ended in the last minute. The zero
+// value is ready to use; it is not safe for concurrent use.
+type Throughput struct{ ended []time.Time }
+
+// Add records a task that ended at now.
+func (t *Throughput) Add(now time.Time) {
+	t.ended = append(t.ended, now)
+	t.trim(now)
+}
+
+// PerSecond is the tasks ended per second over the minute before now.
+func (t *Throughput) PerSecond(now time.Time) float64 {
+	t.trim(now)
+	return float64(len(t.ended)) / time.Minute.Seconds()
+}
+
+// trim forgets endings older than a minute.
+func (t *Throughput) trim(now time.Time) {
+	i := 0
+	for i < len(t.ended) && now.Sub(t.ended[i]) > time.Minute {
+		i++
+	}
+	t.ended = slices.Delete(t.ended, 0, i)
 }
 
 // QueuedTask is a waiting task on the dashboard.
@@ -79,7 +113,7 @@ type DashboardState struct {
 // NoteDenial records a denial the session decided (bad request, idle) for
 // the dashboard.
 func (d *Dispatcher) NoteDenial(detail string) {
-	_ = d.do(func() { d.recent.add(d.cfg.Now(), "denial", "", detail) })
+	_ = d.do(func() { d.recent.Add(d.cfg.Now(), "denial", "", detail) })
 }
 
 // Dashboard returns the state the dashboard shows.
@@ -89,57 +123,96 @@ func (d *Dispatcher) Dashboard() (DashboardState, error) {
 	return st, err
 }
 
-func (d *Dispatcher) dashboard() DashboardState {
-	now := d.cfg.Now()
-	snap := d.core.Snapshot()
-	st := DashboardState{Time: now, Queues: snap.Queues, Keys: snap.Keys, Queue: []QueuedTask{}, Running: []RunningTask{}}
-	for _, t := range snap.Tiers {
+// DashboardParts is what a driver of the scheduling core knows besides the
+// core's snapshot, for BuildDashboard: single-node mode's Dispatcher and
+// multi-node mode's leading scheduler fill it from what each tracks.
+type DashboardParts struct {
+	Now  time.Time
+	Core sched.Snapshot
+	// Queue is the Asymptote queue in order, as sched's Estimates gives it;
+	// Class names a queued task's class ("" when unknown).
+	Queue []sched.Estimate
+	Class func(id string) string
+	// Running lists the running tasks, in any order.
+	Running []RunningTask
+	// Live names the backends in the pool; those a running task names are
+	// busy, the others idle. Down names backends out of the pool.
+	Live, Down []string
+	Events     *RecentEvents
+	Ended      *Throughput
+}
+
+// BuildDashboard assembles the dashboard's state: tiers from the core's
+// snapshot, the queue with positions and estimates, running tasks by start
+// time, backends by ID, events newest first, tasks per second over the
+// last minute.
+func BuildDashboard(p DashboardParts) DashboardState {
+	st := DashboardState{Time: p.Now, Queues: p.Core.Queues, Keys: p.Core.Keys, Queue: []QueuedTask{}, Running: []RunningTask{}}
+	for _, t := range p.Core.Tiers {
 		st.Tiers = append(st.Tiers, TierState{Name: t.Name, DurationMS: t.Duration.Milliseconds(), Running: t.Running, Counted: t.Counted, Limit: t.Limit})
 	}
+	for _, e := range p.Queue {
+		q := QueuedTask{ID: e.JobID, Position: e.Position}
+		if p.Class != nil {
+			q.Class = p.Class(e.JobID)
+		}
+		if e.Known {
+			q.EstimateMS = millis(e.Wait)
+		}
+		st.Queue = append(st.Queue, q)
+	}
 	busy := map[string]bool{}
-	for _, t := range d.tickets {
-		if t.queued || t.backend == "" {
-			continue
-		}
-		busy[t.backend] = true
-		st.Running = append(st.Running, RunningTask{ID: t.id, Class: t.class, Tier: t.tier, Backend: t.backend, StartedAt: t.startedAt, Interactive: t.interactive})
+	for _, r := range p.Running {
+		busy[r.Backend] = true
+		st.Running = append(st.Running, r)
 	}
-	slices.SortFunc(st.Running, func(a, b RunningTask) int { return a.StartedAt.Compare(b.StartedAt) })
-	if estimates, err := d.core.Estimates(queueName, d.queued); err == nil {
-		for _, e := range estimates {
-			q := QueuedTask{ID: e.JobID, Position: e.Position}
-			if t := d.tickets[e.JobID]; t != nil {
-				q.Class = t.class
-			}
-			if e.Known {
-				q.EstimateMS = millis(e.Wait)
-			}
-			st.Queue = append(st.Queue, q)
+	slices.SortFunc(st.Running, func(a, b RunningTask) int {
+		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
+			return c
 		}
-	}
-	for id := range d.backends {
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, id := range p.Live {
 		state := "idle"
 		if busy[id] {
 			state = "busy"
 		}
 		st.Backends = append(st.Backends, BackendState{ID: id, State: state})
 	}
-	for id := range d.down {
+	for _, id := range p.Down {
 		st.Backends = append(st.Backends, BackendState{ID: id, State: "down"})
 	}
 	slices.SortFunc(st.Backends, func(a, b BackendState) int { return strings.Compare(a.ID, b.ID) })
-	st.Events = slices.Clone(d.recent.list)
-	slices.Reverse(st.Events)
-	d.trimFinished(now)
-	st.TasksPerSecond = float64(len(d.finished)) / time.Minute.Seconds()
+	if p.Events != nil {
+		st.Events = p.Events.newestFirst()
+	}
+	if p.Ended != nil {
+		st.TasksPerSecond = p.Ended.PerSecond(p.Now)
+	}
 	return st
 }
 
-// trimFinished forgets completions older than a minute.
-func (d *Dispatcher) trimFinished(now time.Time) {
-	i := 0
-	for i < len(d.finished) && now.Sub(d.finished[i]) > time.Minute {
-		i++
+func (d *Dispatcher) dashboard() DashboardState {
+	p := DashboardParts{Now: d.cfg.Now(), Core: d.core.Snapshot(), Events: &d.recent, Ended: &d.ended,
+		Class: func(id string) string {
+			if t := d.tickets[id]; t != nil {
+				return t.class
+			}
+			return ""
+		}}
+	for _, t := range d.tickets {
+		if !t.queued && t.backend != "" {
+			p.Running = append(p.Running, RunningTask{ID: t.id, Class: t.class, Tier: t.tier, Backend: t.backend, StartedAt: t.startedAt, Interactive: t.interactive})
+		}
 	}
-	d.finished = slices.Delete(d.finished, 0, i)
+	if estimates, err := d.core.Estimates(queueName, d.queued); err == nil {
+		p.Queue = estimates
+	}
+	for id := range d.backends {
+		p.Live = append(p.Live, id)
+	}
+	for id := range d.down {
+		p.Down = append(p.Down, id)
+	}
+	return BuildDashboard(p)
 }

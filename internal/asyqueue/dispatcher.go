@@ -105,8 +105,8 @@ type Dispatcher struct {
 	seq      uint64
 	fresh    bool            // a task joined or left the queue since the last estimate pass
 	down     map[string]bool // remote backends out of the pool, for the dashboard
-	recent   recentEvents
-	finished []time.Time // completions of the last minute, oldest first
+	recent   RecentEvents
+	ended    Throughput // tasks that ran, for the dashboard
 }
 
 // NewDispatcher returns a dispatcher with no backends; call Run.
@@ -258,7 +258,7 @@ func (d *Dispatcher) Enqueue(client string, timeout time.Duration) (*Ticket, err
 
 func (d *Dispatcher) enqueue(client string, timeout time.Duration) (*Ticket, error) {
 	if d.queued >= d.cfg.MaxQueued || d.queuedBy[client] >= d.cfg.MaxQueuedPerClient {
-		d.recent.add(d.cfg.Now(), "denial", "", ErrQueueFull.Error())
+		d.recent.Add(d.cfg.Now(), "denial", "", ErrQueueFull.Error())
 		return nil, ErrQueueFull
 	}
 	spec := sched.JobSpec{ID: d.nextID(), Queue: queueName, Default: timeout == 0}
@@ -296,7 +296,7 @@ func (d *Dispatcher) StartInteractive(client string) (*Ticket, error) {
 func (d *Dispatcher) startInteractive(client string) (*Ticket, error) {
 	a, err := d.core.StartInteractive(sched.JobSpec{ID: d.nextID(), Queue: queueName})
 	if errors.Is(err, sched.ErrDenied) {
-		d.recent.add(d.cfg.Now(), "denial", "", ErrNoBackend.Error())
+		d.recent.Add(d.cfg.Now(), "denial", "", ErrNoBackend.Error())
 		return nil, ErrNoBackend
 	}
 	if err != nil {
@@ -331,8 +331,7 @@ func (d *Dispatcher) release(t *Ticket, ran bool) {
 		outcome = sched.FailedAttempt
 	}
 	d.core.Complete(t.id, t.attempt, outcome)
-	d.finished = append(d.finished, d.cfg.Now())
-	d.trimFinished(d.cfg.Now())
+	d.ended.Add(d.cfg.Now())
 }
 
 // Snapshot returns the core's snapshot, for metrics and the dashboard.
@@ -374,11 +373,11 @@ func (d *Dispatcher) apply(e sched.Event) {
 	switch e.Kind {
 	case sched.EventDowngraded:
 		to := d.cfg.Tiers[e.Tier].Name
-		d.recent.add(d.cfg.Now(), "downgrade", t.id, t.tier+" → "+to)
+		d.recent.Add(d.cfg.Now(), "downgrade", t.id, t.tier+" → "+to)
 		t.tier = to
 		t.PostShorten(e.Duration)
 	case sched.EventHalted:
-		d.recent.add(d.cfg.Now(), "halt", t.id, "backend "+t.backend+" needed for queued tasks")
+		d.recent.Add(d.cfg.Now(), "halt", t.id, "backend "+t.backend+" needed for queued tasks")
 		t.PostEnd(haltedText)
 	case sched.EventFailed, sched.EventCancelled, sched.EventRetrying:
 		t.PostEnd(backendLostText)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/sched"
 )
 
 // Metrics are the queue server's Prometheus metrics. A nil *Metrics
@@ -44,7 +45,10 @@ func NewMetrics(reg prometheus.Registerer, d *Dispatcher) *Metrics {
 	}
 	reg.MustRegister(m.restores, m.cacheLookups, m.denials, m.compiles, m.estimateErrors)
 	if d != nil {
-		reg.MustRegister(&coreCollector{d: d})
+		reg.MustRegister(NewCoreCollector(func() (sched.Snapshot, bool) {
+			snap, err := d.Snapshot()
+			return snap, err == nil
+		}))
 	}
 	return m
 }
@@ -92,7 +96,18 @@ func (m *Metrics) estimateError(d time.Duration) {
 }
 
 // coreCollector reads the scheduling core's snapshot at scrape time.
-type coreCollector struct{ d *Dispatcher }
+type coreCollector struct {
+	snapshot func() (sched.Snapshot, bool)
+}
+
+// NewCoreCollector exports the scheduling core's state (usher_asy_queued,
+// usher_asy_running, usher_asy_tier_limit and the downgrade, halt and
+// interactive denial counters) from the snapshot that snapshot returns at
+// each scrape; it exports nothing while snapshot says there is none (a
+// scheduler that stands by).
+func NewCoreCollector(snapshot func() (sched.Snapshot, bool)) prometheus.Collector {
+	return &coreCollector{snapshot: snapshot}
+}
 
 var (
 	queuedDesc     = prometheus.NewDesc("usher_asy_queued", "Tasks waiting in the queue.", nil, nil)
@@ -112,8 +127,8 @@ func (c *coreCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads one snapshot of the core.
 func (c *coreCollector) Collect(ch chan<- prometheus.Metric) {
-	snap, err := c.d.Snapshot()
-	if err != nil {
+	snap, ok := c.snapshot()
+	if !ok {
 		return
 	}
 	queued := 0

@@ -9,15 +9,22 @@ import (
 // Collector exports the generic jobs' state to Prometheus, read from the
 // engine at each scrape.
 type Collector struct {
-	engine                         *jobs.Engine
+	stats                          func() (jobs.Stats, bool)
 	queued, running, blocked, keys *prometheus.Desc
 	agents, total                  *prometheus.Desc
 }
 
 // NewCollector returns a Collector of the engine's state.
 func NewCollector(e *jobs.Engine) *Collector {
+	return NewCollectorFunc(func() (jobs.Stats, bool) { return e.Stats(), true })
+}
+
+// NewCollectorFunc returns a Collector of the state stats returns at each
+// scrape; it exports nothing while stats says there is none (in
+// multi-node mode, a scheduler that does not lead runs no engine).
+func NewCollectorFunc(stats func() (jobs.Stats, bool)) *Collector {
 	return &Collector{
-		engine:  e,
+		stats:   stats,
 		queued:  prometheus.NewDesc("usher_jobs_queued", "Generic jobs ready to run, by queue.", []string{"queue"}, nil),
 		running: prometheus.NewDesc("usher_jobs_running", "Generic jobs running, by queue.", []string{"queue"}, nil),
 		blocked: prometheus.NewDesc("usher_jobs_blocked", "Ready jobs held back by a key, group or read/write gate, by queue.", []string{"queue"}, nil),
@@ -36,7 +43,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.engine.Stats()
+	st, ok := c.stats()
+	if !ok {
+		return
+	}
 	for _, q := range st.Queues {
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(q.Queued), q.Name)
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(q.Running), q.Name)

@@ -88,6 +88,10 @@ func (k Keys) Leader() string { return k.prefix + "scheduler.leader" }
 // lease's expiry): queue servers proxy generic jobs to it.
 func (k Keys) SchedulerAPI() string { return k.prefix + "scheduler.api" }
 
+// Dashboard holds the deployment's dashboard as the leading scheduler last
+// wrote it (string: a JSON Dashboard, with DashboardTTL's expiry).
+func (k Keys) Dashboard() string { return k.prefix + "scheduler.dashboard" }
+
 // Epoch counts leaderships (int); a new leader's token carries it.
 func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 

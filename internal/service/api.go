@@ -9,8 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/usherhq/usher/internal/asyqueue"
-	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/shares"
 )
@@ -122,6 +121,19 @@ func decodeStrict(r io.Reader, v any) error {
 	return nil
 }
 
+// dashboard is the state /api/dashboard sends now: this process's queue
+// and jobs, or in multi-node mode the leader's from Redis.
+func (s *Service) dashboard() (redisq.Dashboard, error) {
+	if s.remoteDash != nil {
+		return s.remoteDash.get(s.ctx), nil
+	}
+	st, err := s.d.Dashboard()
+	if err != nil {
+		return redisq.Dashboard{}, err
+	}
+	return redisq.Dashboard{DashboardState: st, Jobs: s.jobs.Stats()}, nil
+}
+
 func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -137,13 +149,8 @@ const dashboardEvery = time.Second
 
 // apiDashboard streams the dashboard's state as Server-Sent Events: a
 // `snapshot` event at once and then every second, until the client leaves
-// or the server begins to shut down.
-// dashboardState is the Asymptote queue's state with the generic jobs'.
-type dashboardState struct {
-	asyqueue.DashboardState
-	Jobs jobs.Stats `json:"jobs"`
-}
-
+// or the server begins to shut down. In multi-node mode the state is the
+// leading scheduler's, read from Redis (docs/redis.md, "The dashboard").
 func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -152,14 +159,14 @@ func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	tick := time.NewTicker(dashboardEvery)
+	tick := time.NewTicker(s.cfg.dashEvery)
 	defer tick.Stop()
 	for {
-		st, err := s.d.Dashboard()
+		st, err := s.dashboard()
 		if err != nil {
 			return
 		}
-		data, err := json.Marshal(dashboardState{DashboardState: st, Jobs: s.jobs.Stats()})
+		data, err := st.Encode()
 		if err != nil {
 			s.cfg.Logger.Error("dashboard: encode", "err", err)
 			return

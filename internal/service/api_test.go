@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/redisq"
 )
 
 // call makes one request to the test service and decodes its JSON answer.
@@ -138,7 +139,14 @@ func openDashboard(t *testing.T, ts *testService) *dashboardStream {
 }
 
 // next returns the next snapshot; ok is false once the stream ended.
-func (d *dashboardStream) next() (st asyqueue.DashboardState, ok bool) {
+func (d *dashboardStream) next() (asyqueue.DashboardState, bool) {
+	d.t.Helper()
+	doc, _, ok := d.nextDoc()
+	return doc.DashboardState, ok
+}
+
+// nextDoc returns the next snapshot as a whole and as sent.
+func (d *dashboardStream) nextDoc() (doc redisq.Dashboard, raw string, ok bool) {
 	d.t.Helper()
 	sawEvent := false
 	for d.sc.Scan() {
@@ -147,38 +155,51 @@ func (d *dashboardStream) next() (st asyqueue.DashboardState, ok bool) {
 			sawEvent = true
 		}
 		if data, found := strings.CutPrefix(line, "data: "); found && sawEvent {
-			if err := json.Unmarshal([]byte(data), &st); err != nil {
+			if err := json.Unmarshal([]byte(data), &doc); err != nil {
 				d.t.Fatalf("snapshot %q: %v", data, err)
 			}
-			return st, true
+			return doc, data, true
 		}
 	}
-	return st, false
+	return doc, "", false
 }
 
 // until reads snapshots until one satisfies cond (within 20 s).
 func (d *dashboardStream) until(what string, cond func(asyqueue.DashboardState) bool) asyqueue.DashboardState {
 	d.t.Helper()
+	return d.untilDoc(what, func(doc redisq.Dashboard) bool { return cond(doc.DashboardState) }).DashboardState
+}
+
+// untilDoc reads snapshots until one satisfies cond (within 20 s).
+func (d *dashboardStream) untilDoc(what string, cond func(redisq.Dashboard) bool) redisq.Dashboard {
+	d.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
+	var last string
 	for time.Now().Before(deadline) {
-		st, ok := d.next()
+		doc, raw, ok := d.nextDoc()
 		if !ok {
 			d.t.Fatalf("stream ended before %s", what)
 		}
-		if cond(st) {
-			return st
+		if cond(doc) {
+			return doc
 		}
+		last = raw
 	}
-	d.t.Fatalf("no snapshot with %s", what)
-	return asyqueue.DashboardState{}
+	d.t.Fatalf("no snapshot with %s; the last:\n%s", what, last)
+	return redisq.Dashboard{}
 }
 
 func TestDashboardShowsRunningQueuedAndEvents(t *testing.T) {
 	ts := startService(t, 1, nil)
 	dash := openDashboard(t, ts)
-	first, _ := dash.next()
+	doc, raw, _ := dash.nextDoc()
+	first := doc.DashboardState
 	if len(first.Tiers) != 3 || len(first.Backends) != 1 || first.Backends[0].State != "idle" {
 		t.Fatalf("first snapshot %+v", first)
+	}
+	// Single-node mode names no leader and always has its own data.
+	if strings.Contains(raw, `"leader"`) || strings.Contains(raw, `"noData"`) || !strings.Contains(raw, `"jobs":{`) {
+		t.Fatalf("single-node snapshot %s", raw)
 	}
 	occupy(t, ts, 1, map[string]any{"timeout": 3000})
 	waiting := dial(t, ts.srv)

@@ -26,6 +26,7 @@ func (s *Service) openRedis(ctx context.Context) (*frontend.Queue, error) {
 	}
 	s.redis = rdb
 	s.leader = newLeaderProxy(rdb, redisq.NewKeys(prefix).SchedulerAPI(), s.cfg.Logger)
+	s.remoteDash = newRemoteDashboard(rdb, redisq.NewKeys(prefix), s.cfg.dashEvery/2, s.cfg.Logger)
 	return frontend.New(ctx, rdb, frontend.Config{
 		Keys: redisq.NewKeys(prefix), Tiers: asyqueue.Tiers(s.cfg.MediumLimit, s.cfg.SlowLimit), Node: rc.Node,
 		MaxQueued: dc.MaxQueued, MaxQueuedPerClient: dc.MaxQueuedPerClient, Logger: s.cfg.Logger,

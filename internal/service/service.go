@@ -68,6 +68,10 @@ type Config struct {
 	// mode: tasks go to Redis for the elected scheduler and the backends
 	// registered there (docs/redis.md); no backend runs in this process.
 	Redis RedisConfig
+
+	// dashEvery is the time between /api/dashboard snapshots
+	// (dashboardEvery when 0); tests shorten it.
+	dashEvery time.Duration
 }
 
 // RedisConfig connects a queue server to multi-node mode.
@@ -110,7 +114,9 @@ type Service struct {
 	jobsAPI  http.Handler
 	redis    redis.UniversalClient // multi-node mode only
 	leader   *leaderProxy          // multi-node mode: /v1 goes to the leading scheduler
-	queueCfg asyqueue.Config       // with defaults applied
+	// remoteDash reads the leader's dashboard (multi-node mode only).
+	remoteDash *remoteDashboard
+	queueCfg   asyqueue.Config // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
 	asyVersion string
@@ -126,6 +132,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.dashEvery <= 0 {
+		cfg.dashEvery = dashboardEvery
+	}
 	s := &Service{cfg: cfg, ctx: ctx, stopAll: cancel, registry: prometheus.NewRegistry(), stopping: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		cancel()
@@ -181,7 +190,11 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
+	if s.cfg.Redis.URL == "" {
+		// In multi-node mode the local engine is empty: the leading
+		// scheduler runs /v1 and exports usher_jobs_* itself.
+		s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
+	}
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
 	if s.cfg.Redis.URL != "" {
 		q, err := s.openRedis(ctx)

@@ -27,6 +27,18 @@ function render(s) {
   fill("agents", jobs.agents, ["id", (r) => `${r.running} / ${r.slots}`]);
   fill("jobtiers", jobs.tiers, ["name", (r) => ms(r.durationMs), (r) => `${r.running} / ${r.limit}`]);
   $("tps").textContent = `tasks per second: ${(s.tasksPerSecond ?? 0).toFixed(2)}`;
+  showLeader(s);
+}
+
+// showLeader names the leading scheduler of a multi-node deployment, or
+// says why there is no state to show; single-node mode sends neither.
+function showLeader(s) {
+  const el = $("leader");
+  const parts = [];
+  if (s.leader) parts.push(`leader: ${s.leader.node}`);
+  if (s.noData) parts.push(s.noData);
+  el.textContent = parts.join(" — ");
+  el.className = s.noData ? "warn" : "";
 }
 
 const es = new EventSource("/api/dashboard");

@@ -206,7 +206,21 @@ const scenarios = {
     await runner.click("#compile");
     await page.goto(base + "/dashboard");
     await page.waitForFunction(() => { const r = document.querySelector("#running tbody td"); return r && !r.classList.contains("empty"); }, null, { timeout: 10000 });
+    if (await page.textContent("#leader")) throw new Error("single-node mode names a leader: " + (await page.textContent("#leader")));
     await runner.context().close();
+  },
+  async "a multi-node dashboard names the leading scheduler, and says when none leads"(page) {
+    const multi = process.env.USHER_MULTINODE_URL, pid = Number(process.env.USHER_SCHEDULER_PID);
+    if (!multi || !pid) throw new Error("set USHER_MULTINODE_URL and USHER_SCHEDULER_PID to a queue server of multi-node mode and its only scheduler (scripts/webtest.sh does)");
+    const leader = (re) => page.waitForFunction((src) => new RegExp(src).test(document.getElementById("leader").textContent), re.source, { timeout: 15000 })
+      .catch(async () => { throw new Error(`#leader ${JSON.stringify(await page.textContent("#leader"))} never matched ${re}`); });
+    await page.goto(multi + "/dashboard");
+    await leader(/^leader: webtest-sched$/);
+    if ((await page.getAttribute("#leader", "class")) === "warn") throw new Error("the leading node is shown as a warning");
+    await page.screenshot({ path: join(artifacts, "dashboard-multi-node.png"), fullPage: true });
+    process.kill(pid, "SIGTERM"); // the scheduler gives its lease up and exits
+    await leader(/^no scheduler leads/);
+    if ((await page.getAttribute("#leader", "class")) !== "warn") throw new Error("'no scheduler leads' is not shown as a warning");
   },
   async "the dashboard shows generic job queues, keys and agents"(page) {
     const v1 = async (method, path, body, type = "application/json") => {

@@ -47,6 +47,9 @@ type Config struct {
 	PublishEvery time.Duration
 	PublishTTL   time.Duration
 	Logger       *slog.Logger
+	// Metrics, when set, answers GET /metrics on the listener, whether
+	// this node leads or stands by (docs/operations.md).
+	Metrics http.Handler
 }
 
 // Role serves /v1 while its node leads.
@@ -54,6 +57,7 @@ type Role struct {
 	cfg     Config
 	tokens  *tokens.Store
 	handler atomic.Pointer[http.Handler] // nil while standing by
+	engine  atomic.Pointer[jobs.Engine]  // this term's engine; nil while standing by
 	server  *http.Server
 }
 
@@ -72,7 +76,12 @@ func New(ctx context.Context, cfg Config) (*Role, error) {
 	if err := r.ensureAdmin(ctx); err != nil {
 		return nil, err
 	}
-	r.server = &http.Server{Handler: http.HandlerFunc(r.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	mux.HandleFunc("/", r.serveHTTP)
+	r.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return r, nil
 }
 
@@ -132,11 +141,24 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 		return
 	}
 	go engine.Run(ctx)
+	r.engine.Store(engine)
+	defer r.engine.Store(nil)
 	var h http.Handler = jobsapi.Handler(jobsapi.Config{Engine: engine, Tokens: r.tokens, MaxBody: r.cfg.MaxBody, Logger: log})
 	r.handler.Store(&h)
 	defer r.handler.Store(nil)
 	log.Info("jobs: serving /v1", "advertise", r.cfg.Advertise)
 	r.publish(ctx, token, log)
+}
+
+// Stats is the generic jobs' state of the engine this node runs while it
+// leads; false while it stands by (scheduler.Config.JobsStats, and the
+// usher_jobs_* metrics of `usher scheduler`).
+func (r *Role) Stats() (jobs.Stats, bool) {
+	e := r.engine.Load()
+	if e == nil {
+		return jobs.Stats{}, false
+	}
+	return e.Stats(), true
 }
 
 // publishScript sets scheduler.api while the token still leads.

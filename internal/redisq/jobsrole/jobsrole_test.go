@@ -46,6 +46,9 @@ func TestServesV1OnlyWhileLeading(t *testing.T) {
 	if code := get(t, base+"/v1/queues"); code != http.StatusServiceUnavailable {
 		t.Fatalf("standing by: GET /v1/queues = %d, want 503", code)
 	}
+	if _, ok := r.Stats(); ok {
+		t.Fatal("standing by: Stats reports an engine")
+	}
 	rdb.Set(ctx, keys.Leader(), "1:a", 0)
 	term, endTerm := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -53,6 +56,9 @@ func TestServesV1OnlyWhileLeading(t *testing.T) {
 	waitFor(t, "scheduler.api names the leader", func() bool { return rdb.Get(ctx, keys.SchedulerAPI()).Val() == base })
 	if code := get(t, base+"/v1/queues"); code != http.StatusOK {
 		t.Fatalf("leading: GET /v1/queues = %d, want 200", code)
+	}
+	if st, ok := r.Stats(); !ok || st.Queues == nil {
+		t.Fatalf("leading: Stats = %+v, %v; want the engine's", st, ok)
 	}
 
 	// Another node takes the lease: the term stops publishing and serving.
@@ -68,6 +74,9 @@ func TestServesV1OnlyWhileLeading(t *testing.T) {
 	}
 	if code := get(t, base+"/v1/queues"); code != http.StatusServiceUnavailable {
 		t.Fatalf("after the term: GET /v1/queues = %d, want 503", code)
+	}
+	if _, ok := r.Stats(); ok {
+		t.Fatal("after the term: Stats reports an engine")
 	}
 }
 

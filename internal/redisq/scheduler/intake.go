@@ -69,6 +69,7 @@ func (l *leader) admit(id, verdict, duration string) {
 }
 
 func (l *leader) deny(id, text string) {
+	l.s.recent.Add(l.s.cfg.Now(), "denial", id, text)
 	l.ops = append(l.ops, op{kind: "deny", id: id, b: redisq.Control{Kind: redisq.ControlDenied, Text: text}.String()})
 }
 
@@ -80,7 +81,7 @@ func (l *leader) enqueue(id, duration string, log *slog.Logger) {
 		l.deny(id, invalidText)
 		return
 	}
-	l.tasks[id] = &task{}
+	l.tasks[id] = &task{class: l.classOf(duration, false)}
 	l.queued++
 	l.fresh = true
 }
@@ -142,6 +143,7 @@ func (l *leader) finish(id string, inQueue, inExecuting bool) {
 	}
 	delete(l.tasks, id)
 	l.core.Complete(id, t.attempt, sched.Succeeded)
+	l.s.ended.Add(l.s.cfg.Now())
 }
 
 // takeUpdated recounts the live backends after arrivals and departures.

@@ -38,6 +38,8 @@ type task struct {
 	told        bool // an estimate was sent
 	sent        sched.Estimate
 	sentAt      time.Time
+	class       string    // as the client chose: a tier's name, default or interactive
+	startedAt   time.Time // when it left the queue
 }
 
 // leader is the state of a leadership: the core rebuilt from Redis and
@@ -55,6 +57,7 @@ type leader struct {
 	estimatedAt time.Time
 	valid       string // ",0,3000,…,": durations a task may name
 	leaseAt     time.Time
+	dashFailing bool // the last dashboard could not be published
 }
 
 // lead drives the core while this node holds the lease. A Redis error in
@@ -117,10 +120,15 @@ func (l *leader) loop(ctx context.Context) error {
 		go func() { defer wg.Done(); l.watch(wctx, key, i, wake, acks[i]) }()
 	}
 	renew, est, mon := time.NewTicker(l.s.cfg.RenewEvery), time.NewTicker(l.s.cfg.EstimateEvery), time.NewTicker(l.s.cfg.MonitorEvery)
+	dash := time.NewTicker(l.s.cfg.DashboardEvery)
 	defer renew.Stop()
 	defer est.Stop()
 	defer mon.Stop()
+	defer dash.Stop()
 	err := l.settle(ctx)
+	if err == nil {
+		err = l.publishDashboard(ctx)
+	}
 	for err == nil {
 		select {
 		case <-ctx.Done():
@@ -135,6 +143,8 @@ func (l *leader) loop(ctx context.Context) error {
 			err = l.tick(ctx)
 		case <-mon.C:
 			err = l.monitor(ctx)
+		case <-dash.C:
+			err = l.publishDashboard(ctx)
 		case f := <-l.s.cmds:
 			f(l)
 		}
@@ -278,6 +288,21 @@ func (l *leader) specOf(id, duration string) (sched.JobSpec, bool) {
 	k, ok := l.tierOf(duration)
 	spec.Tier = k
 	return spec, ok
+}
+
+// classOf names a task's class as its client chose it, from its task
+// hash's duration field.
+func (l *leader) classOf(duration string, interactive bool) string {
+	switch {
+	case interactive:
+		return "interactive"
+	case duration == "0":
+		return "default"
+	}
+	if k, ok := l.tierOf(duration); ok {
+		return l.s.cfg.Tiers[k].Name
+	}
+	return ""
 }
 
 // msOf is the duration of tier k in ms, as the task hash writes it.

@@ -78,11 +78,13 @@ func (l *leader) event(e sched.Event) {
 	}
 	switch e.Kind {
 	case sched.EventDowngraded:
+		l.s.recent.Add(l.s.cfg.Now(), "downgrade", e.JobID, l.s.cfg.Tiers[t.tier].Name+" → "+l.s.cfg.Tiers[e.Tier].Name)
 		t.tier = e.Tier
 		l.s.log.Info("downgraded", "task", e.JobID, "tier", l.s.cfg.Tiers[e.Tier].Name, "stop_now", e.StopNow)
 		l.ops = append(l.ops, op{kind: "timeout", id: e.JobID, a: l.msOf(e.Tier)})
 	case sched.EventHalted:
 		l.s.log.Info("halted an interactive task for queued ones", "task", e.JobID)
+		l.s.recent.Add(l.s.cfg.Now(), "halt", e.JobID, "its backend was needed for queued tasks")
 		l.end(e.JobID, haltedText)
 	case sched.EventFailed, sched.EventCancelled:
 		l.end(e.JobID, backendLostText)
@@ -95,6 +97,7 @@ func (l *leader) event(e sched.Event) {
 // end forgets a task the core already released and tells its queue server.
 func (l *leader) end(id, text string) {
 	delete(l.tasks, id)
+	l.s.ended.Add(l.s.cfg.Now())
 	l.ops = append(l.ops, op{kind: "end", id: id, b: redisq.Control{Kind: redisq.ControlEnd, Text: text}.String()})
 }
 
@@ -105,6 +108,10 @@ func (l *leader) assigned(a sched.Assignment) {
 		t = &task{}
 		l.tasks[a.JobID] = t
 	}
+	if a.Interactive {
+		t.class = "interactive"
+	}
+	t.startedAt = l.s.cfg.Now()
 	if !t.running && !a.Interactive {
 		l.queued--
 		l.fresh = true

@@ -120,7 +120,8 @@ func (l *leader) adopt(id, held string, f []any) {
 		log.Warn("rebuild: cannot adopt a running task; left as it is", "held", held, "err", err)
 		return
 	}
-	l.tasks[id] = &task{running: true, attempt: a.Attempt, tier: a.Tier, interactive: a.Interactive}
+	l.tasks[id] = &task{running: true, attempt: a.Attempt, tier: a.Tier, interactive: a.Interactive,
+		class: l.classOf(duration, a.Interactive), startedAt: at}
 }
 
 func (l *leader) adoptIn(id, held, duration string, interactive bool, at time.Time) (sched.Assignment, error) {
@@ -158,7 +159,7 @@ func (l *leader) requeue(id string, f []any) {
 			l.ops = append(l.ops, op{kind: "drop", id: id})
 			return
 		}
-		l.tasks[id] = &task{}
+		l.tasks[id] = &task{class: l.classOf(duration, false)}
 		l.queued++
 		l.fresh = true
 	}

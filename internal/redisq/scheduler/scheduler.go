@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sched"
 )
@@ -52,6 +55,15 @@ type Config struct {
 	// taken before its task is aborted (10 s).
 	MonitorEvery time.Duration
 	PendingIdle  time.Duration
+	// DashboardEvery is how often the leader writes the deployment's
+	// dashboard to scheduler.dashboard (1 s); the key lives DashboardTTL
+	// (redisq.DashboardTTL, 5 s) unless written again.
+	DashboardEvery time.Duration
+	DashboardTTL   time.Duration
+	// JobsStats, when set, gives the generic jobs' state for the dashboard:
+	// that of the engine the leader runs this term (jobsrole.Role.Stats);
+	// false while there is none.
+	JobsStats func() (jobs.Stats, bool)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// WhileLeading, when set, runs on a goroutine of its own for as long as
@@ -80,6 +92,8 @@ func (c *Config) setDefaults() {
 	setDur(&c.EstimateResend, 5*time.Second)
 	setDur(&c.MonitorEvery, 5*time.Second)
 	setDur(&c.PendingIdle, 10*time.Second)
+	setDur(&c.DashboardEvery, time.Second)
+	setDur(&c.DashboardTTL, redisq.DashboardTTL)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -100,6 +114,13 @@ type Scheduler struct {
 	// cmds run on the Run goroutine with the leader's state (nil while
 	// standing by): status queries and tests.
 	cmds chan func(*leader)
+
+	// What the dashboard shows of the past, kept across terms and rebuilds;
+	// only the Run goroutine touches them.
+	recent asyqueue.RecentEvents // downgrades, halts and denials decided here
+	ended  asyqueue.Throughput   // tasks that ended
+
+	leading atomic.Bool // between taking the lease and stepping down
 
 	mu    sync.Mutex
 	token string // the token of the lease last held, for Resign
@@ -131,7 +152,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.token = token
 		s.mu.Unlock()
 		s.log.Info("leading", "token", token)
+		s.leading.Store(true)
 		err = s.leadWith(ctx, token)
+		s.leading.Store(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -192,6 +215,28 @@ func (s *Scheduler) Status(ctx context.Context) (Status, error) {
 		}
 	})
 	return st, err
+}
+
+// Leading says whether this node leads now.
+func (s *Scheduler) Leading() bool { return s.leading.Load() }
+
+// ErrNotLeading is CoreSnapshot's answer on a node that stands by.
+var ErrNotLeading = errors.New("scheduler: this node does not lead")
+
+// CoreSnapshot returns the leader's scheduling core's snapshot (for
+// metrics), or ErrNotLeading.
+func (s *Scheduler) CoreSnapshot(ctx context.Context) (sched.Snapshot, error) {
+	var snap sched.Snapshot
+	leading := false
+	err := s.do(ctx, func(l *leader) {
+		if l != nil {
+			snap, leading = l.core.Snapshot(), true
+		}
+	})
+	if err == nil && !leading {
+		err = ErrNotLeading
+	}
+	return snap, err
 }
 
 // do runs f on the Run goroutine and waits for it.

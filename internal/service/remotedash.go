@@ -1,0 +1,132 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/redisq"
+)
+
+// Why a queue server in multi-node mode shows no leader's dashboard.
+const (
+	noLeaderText    = "no scheduler leads: nothing is scheduled until one does (usher scheduler --redis)"
+	notYetText      = "the leading scheduler has not published its dashboard yet"
+	unreadableText  = "the leading scheduler's dashboard cannot be read (see this queue server's log)"
+	unreachableText = "Redis cannot be reached"
+)
+
+// remoteDashboard reads the dashboard the leading scheduler publishes in
+// scheduler.dashboard (multi-node mode), for /api/dashboard.
+type remoteDashboard struct {
+	rdb  redis.UniversalClient
+	keys redisq.Keys
+	log  *slog.Logger
+	// every bounds how often it reads Redis, however many dashboards are
+	// open: half the time between snapshots.
+	every time.Duration
+
+	mu     sync.Mutex
+	readAt time.Time
+	last   redisq.Dashboard
+	bad    string // the last problem logged as a warning, to log it once
+}
+
+func newRemoteDashboard(rdb redis.UniversalClient, keys redisq.Keys, every time.Duration, log *slog.Logger) *remoteDashboard {
+	return &remoteDashboard{rdb: rdb, keys: keys, log: log, every: every}
+}
+
+// get returns the leader's dashboard, read at most every r.every;
+// concurrent callers share one read.
+func (r *remoteDashboard) get(ctx context.Context) redisq.Dashboard {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.readAt.IsZero() && time.Since(r.readAt) < r.every {
+		return r.last
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r.last, r.readAt = r.read(ctx), time.Now()
+	return r.last
+}
+
+// read reads the lease and the document in one pipeline. It shows the
+// document only when the leader that wrote it holds the lease now; else,
+// or when the value is not a dashboard, a state that says why.
+func (r *remoteDashboard) read(ctx context.Context) redisq.Dashboard {
+	pipe := r.rdb.Pipeline()
+	lease := pipe.Get(ctx, r.keys.Leader())
+	doc := pipe.Get(ctx, r.keys.Dashboard())
+	_, _ = pipe.Exec(ctx) // each command's error is its own
+	token, err := lease.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		r.ok()
+		return noData(nil, noLeaderText)
+	case err != nil:
+		r.warn("dashboard: cannot read scheduler.leader", err)
+		return noData(nil, unreachableText)
+	}
+	leader := leaderOfToken(token)
+	raw, err := doc.Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		r.ok()
+		return noData(leader, notYetText)
+	case err != nil:
+		r.warn("dashboard: cannot read scheduler.dashboard", err)
+		return noData(leader, unreadableText)
+	}
+	d, err := redisq.ParseDashboard(raw)
+	if err != nil {
+		r.warn("dashboard: scheduler.dashboard holds a foreign or malformed value; skipped", err)
+		return noData(leader, unreadableText)
+	}
+	r.ok()
+	if d.Leader.Token != token {
+		return noData(leader, notYetText) // the last leader's, not yet replaced
+	}
+	return d
+}
+
+// warn logs a problem once, until it changes or reading works again.
+func (r *remoteDashboard) warn(msg string, err error) {
+	text := fmt.Sprintf("%s: %v", msg, err)
+	if text == r.bad {
+		r.log.Debug(msg, "err", err)
+		return
+	}
+	r.bad = text
+	r.log.Warn(msg, "err", err)
+}
+
+// ok notes that reading works.
+func (r *remoteDashboard) ok() { r.bad = "" }
+
+// leaderOfToken names the leader of a lease token (nil when the token is
+// not EPOCH:NODE).
+func leaderOfToken(token string) *redisq.DashboardLeader {
+	_, node, err := redisq.ParseToken(token)
+	if err != nil {
+		return nil
+	}
+	return &redisq.DashboardLeader{Node: node, Token: token}
+}
+
+// noData is the dashboard of a queue server that has no leader's state to
+// show: empty tables, the leader when known, and why.
+func noData(leader *redisq.DashboardLeader, why string) redisq.Dashboard {
+	return redisq.Dashboard{
+		DashboardState: asyqueue.DashboardState{Time: time.Now(), Tiers: []asyqueue.TierState{},
+			Queue: []asyqueue.QueuedTask{}, Running: []asyqueue.RunningTask{}, Backends: []asyqueue.BackendState{},
+			Events: []asyqueue.DashboardEvent{}},
+		Leader: leader,
+		NoData: why,
+	}
+}
