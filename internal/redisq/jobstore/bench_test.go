@@ -105,11 +105,14 @@ func BenchmarkRedisCost(b *testing.B) {
 	b.ReportMetric(float64(cmds1-cmds0)/float64(b.N), "cmds/job")
 }
 
-// lifeOp is a job's insert, its start, or its success.
+// lifeOp is a job's insert (created at now, as the jobs of one
+// submission are), its start, or its success.
 func lifeOp(kind jobs.OpKind, id int64, now time.Time) jobs.Op {
 	switch kind {
 	case jobs.OpInsert:
-		return storetest.Insert(id)
+		op := storetest.Insert(id)
+		op.Record.CreatedAt = now
+		return op
 	case jobs.OpStart:
 		return jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: 1, Agent: "a", At: now}
 	}

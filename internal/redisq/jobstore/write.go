@@ -2,9 +2,7 @@ package jobstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,8 +64,8 @@ end
 // order.
 // ARGV: 1 token, 2 next job id (0: no insert), 3 next workflow id (0: no
 // workflow), 4 how many job ids follow to check, those ids (the jobs the
-// batch changes but does not insert first), then the changes: a kind code
-// and its arguments.
+// batch changes but does not insert first), then the changes: a kind
+// code and its arguments (the codes below).
 //
 // A job's hash is written at once, one HSET per change; the index changes
 // are folded (foldLua) and written at the end. Whether a job exists, and
@@ -120,36 +118,50 @@ ops['3'] = function()
   else redis.call('HSET', KEYS[8], ARGV[a], ARGV[a + 1]) end
   a = a + 2
 end
+-- 4: a run of inserts that share queue, spec, workflow, creation time
+-- and dependencies; then per job its id and payload. Keys: the queue's
+-- zset, the workflow's (if any), then each job's hash.
 ops['4'] = function()
-  local job, qidx = key(), key()
-  local id, p, wf, after = ARGV[a], ARGV[a + 3], ARGV[a + 4], ARGV[a + 6]
-  -- ids are never reused (jobs.next only grows): the hash is new
-  local f = {'q', ARGV[a + 1], 'st', '0', 'spec', ARGV[a + 2], 'att', '0', 'c', ARGV[a + 5]}
-  if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
-  if after ~= '' then f[#f + 1] = 'a'; f[#f + 1] = after end
-  if wf ~= '0' then
-    f[#f + 1] = 'wf'; f[#f + 1] = wf
-    put(key(), id, id)
+  local q, spec, wf, c, after, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5])
+  a = a + 6
+  local qidx, wfidx = key(), nil
+  if wf ~= '0' then wfidx = key() end
+  for _ = 1, n do
+    local job, id, p = key(), ARGV[a], ARGV[a + 1]
+    a = a + 2
+    -- ids are never reused (jobs.next only grows): the hash is new
+    local f = {'q', q, 'st', '0', 'spec', spec, 'att', '0', 'c', c}
+    if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
+    if after ~= '' then f[#f + 1] = 'a'; f[#f + 1] = after end
+    if wfidx then
+      f[#f + 1] = 'wf'; f[#f + 1] = wf
+      put(wfidx, id, id)
+    end
+    redis.call('HSET', job, unpack(f))
+    put(KEYS[2], id, id)
+    put(qidx, id, id)
+    known[id] = 'u'
   end
-  redis.call('HSET', job, unpack(f))
-  put(KEYS[2], id, id)
-  put(qidx, id, id)
-  known[id] = 'u'
-  a = a + 7
 end
 ops['5'] = function()
   redis.call('HSET', KEYS[9], ARGV[a], ARGV[a + 1])
   redis.call('ZADD', KEYS[10], ARGV[a + 2], ARGV[a])
   a = a + 3
 end
+-- 6: a run of starts by one agent at one time; then per job its id and
+-- attempt. Keys: each job's hash.
 ops['6'] = function()
-  local job, id = key(), ARGV[a]
-  if known[id] then
-    -- a retry time (r) left from a requeue counts only while queued
-    redis.call('HSET', job, 'st', '1', 'att', ARGV[a + 1], 'ag', ARGV[a + 2], 's', ARGV[a + 3])
-    unfinish(id)
+  local agent, at, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  a = a + 3
+  for _ = 1, n do
+    local job, id = key(), ARGV[a]
+    if known[id] then
+      -- a retry time (r) left from a requeue counts only while queued
+      redis.call('HSET', job, 'st', '1', 'att', ARGV[a + 1], 'ag', agent, 's', at)
+      unfinish(id)
+    end
+    a = a + 2
   end
-  a = a + 4
 end
 ops['7'] = function()
   local job, id = key(), ARGV[a]
@@ -160,20 +172,28 @@ ops['7'] = function()
   end
   a = a + 2 + used
 end
+-- 8: a run of finishes in one state at one time with one result; then
+-- the jobs' ids. Keys: each job's hash.
 ops['8'] = function()
-  local job, id, code, at = key(), ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
-  local f, used = result({'st', ARGV[a + 1], 'f', at}, a + 3)
-  if known[id] then
-    redis.call('HSET', job, unpack(f))
-    if known[id] == 'f' then
-      for c = 2, 4 do put(KEYS[2 + c], id, false) end
+  local code, at = tonumber(ARGV[a]), ARGV[a + 1]
+  local f, used = result({'st', ARGV[a], 'f', at}, a + 2)
+  a = a + 2 + used
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  for _ = 1, n do
+    local job, id = key(), ARGV[a]
+    a = a + 1
+    if known[id] then
+      redis.call('HSET', job, unpack(f))
+      if known[id] == 'f' then
+        for c = 2, 4 do put(KEYS[2 + c], id, false) end
+      end
+      put(KEYS[2], id, false)
+      put(KEYS[3], id, at)
+      put(KEYS[2 + code], id, id)
+      known[id] = 'f'
     end
-    put(KEYS[2], id, false)
-    put(KEYS[3], id, at)
-    put(KEYS[2 + code], id, id)
-    known[id] = 'f'
   end
-  a = a + 3 + used
 end
 ops['9'] = function()
   local job, id = key(), ARGV[a]
@@ -208,141 +228,13 @@ func (s *Store) fixedKeys() []string {
 
 // apply writes ops (no prune among them) in one script.
 func (s *Store) apply(ctx context.Context, ops []jobs.Op) error {
-	enc := encoder{keys: s.fixedKeys(), args: make([]any, 0, 6*len(ops)), n: s.k, seen: map[int64]bool{}}
-	for i := range ops {
-		if err := enc.op(&ops[i]); err != nil {
-			return err
-		}
+	sc, err := s.encode(ops)
+	if err != nil {
+		return err
 	}
-	head := make([]any, 0, 4+len(enc.check)+len(enc.args))
-	head = append(head, s.fence.Token, enc.nextJob, enc.nextWF, len(enc.check))
-	head = append(head, enc.check...)
-	err := applyScript.Run(ctx, s.rdb, enc.keys, append(head, enc.args...)...).Err()
+	err = applyScript.Run(ctx, s.rdb, sc.keys, sc.args...).Err()
 	if err = fenceError(err); err != nil {
 		return fmt.Errorf("redis jobstore: writing %d changes: %w", len(ops), err)
 	}
 	return nil
-}
-
-// encoder turns changes into applyScript's KEYS and ARGV.
-type encoder struct {
-	keys            []string
-	args            []any
-	n               names
-	nextJob, nextWF int64
-	// check lists the jobs whose existence the script reads: those a
-	// change names before the batch inserts them (seen).
-	check []any
-	seen  map[int64]bool
-}
-
-func (e *encoder) add(args ...any) { e.args = append(e.args, args...) }
-
-// op encodes one change; it refuses a change that lacks what its kind
-// needs, before anything is written.
-func (e *encoder) op(op *jobs.Op) error {
-	switch op.Kind {
-	case jobs.OpPutQueue:
-		if op.Queue == nil {
-			return fmt.Errorf("redis jobstore: put-queue change without a queue")
-		}
-		spec, err := json.Marshal(op.Queue)
-		if err != nil {
-			return fmt.Errorf("redis jobstore: queue %q: %w", op.Queue.Name, err)
-		}
-		e.add("1", op.Queue.Name, spec)
-	case jobs.OpDeleteQueue:
-		e.add("2", op.Name)
-	case jobs.OpPutLimit:
-		if op.Limit == nil {
-			return fmt.Errorf("redis jobstore: put-limit change without a limit")
-		}
-		e.add("3", op.Limit.Pattern, op.Limit.Limit)
-	case jobs.OpInsert:
-		return e.insert(op.Record)
-	case jobs.OpWorkflow:
-		e.add("5", op.ID, op.Name, op.At.UnixMilli())
-		e.nextWF = max(e.nextWF, op.ID+1)
-	default:
-		return e.jobOp(op)
-	}
-	return nil
-}
-
-// jobOp encodes a change to one job's state.
-func (e *encoder) jobOp(op *jobs.Op) error {
-	switch op.Kind {
-	case jobs.OpStart:
-		e.add("6", op.ID, op.Attempt, op.Agent, op.At.UnixMilli())
-	case jobs.OpRequeue:
-		e.add("7", op.ID, op.At.UnixMilli())
-		e.result(op.Result)
-	case jobs.OpFinish:
-		code := stateCode(op.State)
-		if code < stSucceeded {
-			return fmt.Errorf("redis jobstore: job %d cannot finish as %q", op.ID, op.State)
-		}
-		e.add("8", op.ID, code, op.At.UnixMilli())
-		e.result(op.Result)
-	case jobs.OpReset:
-		e.add("9", op.ID)
-	default:
-		return fmt.Errorf("redis jobstore: unknown change kind %d", op.Kind)
-	}
-	if !e.seen[op.ID] {
-		e.seen[op.ID] = true
-		e.check = append(e.check, op.ID)
-	}
-	e.keys = append(e.keys, e.n.job(op.ID))
-	return nil
-}
-
-// result encodes an attempt's result, or that there is none (the stored
-// one stays).
-func (e *encoder) result(r *jobs.Result) {
-	if r == nil {
-		e.add("0")
-		return
-	}
-	e.add("1", r.ExitCode, r.Output, r.Error)
-}
-
-func (e *encoder) insert(r *jobs.Record) error {
-	if r == nil {
-		return fmt.Errorf("redis jobstore: insert change without a record")
-	}
-	spec := r.Spec
-	spec.Payload = nil
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return fmt.Errorf("redis jobstore: job %d: %w", r.ID, err)
-	}
-	e.add("4", r.ID, spec.Queue, b, []byte(r.Spec.Payload), r.Workflow, r.CreatedAt.UnixMilli(), joinIDs(r.After))
-	e.keys = append(e.keys, e.n.job(r.ID), e.n.queue(spec.Queue))
-	if r.Workflow != 0 {
-		e.keys = append(e.keys, e.n.workflow(r.Workflow))
-	}
-	e.seen[r.ID] = true // the script knows it from here on
-	e.nextJob = max(e.nextJob, r.ID+1)
-	return nil
-}
-
-func joinIDs(ids []int64) string {
-	var b []byte
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, id, 10)
-	}
-	return string(b)
-}
-
-func stateCode(s jobs.State) int {
-	for i, n := range stateNames {
-		if jobs.State(n) == s {
-			return i
-		}
-	}
-	return -1
 }
