@@ -11,7 +11,7 @@ import (
 type names struct {
 	prefix     string
 	unfinished string    // zset: ids of the queued and running jobs, score = id
-	states     [5]string // zsets of finished job ids by state code (2-4 only), score = id
+	states     [5]string // zsets of job ids by state code (1-4: all but queued), score = id
 	finished   string    // zset: finished job ids, score = finish time (unix ms)
 	queues     string    // hash: queue name → queue JSON
 	limits     string    // hash: key pattern → limit
@@ -19,7 +19,7 @@ type names struct {
 	wfCreated  string    // zset: workflow ids, score = creation time (unix ms)
 	next       string    // hash: "job", "workflow" → the next id
 	// The indexes of an older layout, which Load converts (convert.go).
-	oldIDs, oldQueued, oldRunning string
+	oldIDs, oldQueued string
 }
 
 // Stored state codes, as the SQLite store numbers them: unfinished jobs
@@ -39,8 +39,8 @@ func newNames(k redisq.Keys) names {
 	p := k.Prefix() + "jobs."
 	n := names{prefix: k.Prefix(), unfinished: p + "unfinished", finished: p + "finished", queues: p + "queues",
 		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next",
-		oldIDs: p + "ids", oldQueued: p + "state:queued", oldRunning: p + "state:running"}
-	for c := stSucceeded; c <= stCancelled; c++ {
+		oldIDs: p + "ids", oldQueued: p + "state:queued"}
+	for c := stRunning; c <= stCancelled; c++ {
 		n.states[c] = p + "state:" + stateNames[c]
 	}
 	return n

@@ -18,15 +18,15 @@ const pruneChunk = 1000
 // pruneJobsScript deletes finished jobs that finished before a cut.
 //
 // KEYS: 1 leader, 2 finished, 3 unfinished, 4-6 the zsets of the finished
-// states (state code c is KEYS[c + 2]), then per job its hash, its
-// queue's zset (when it has a queue) and its workflow's zset (when it has
-// one).
+// states (state code c is KEYS[c + 2]), 7 state:running, then per job its
+// hash, its queue's zset (when it has a queue) and its workflow's zset
+// (when it has one).
 // ARGV: 1 token, 2 the cut (unix ms), then per job: id, has-queue (1/0),
 // workflow id (0: none). A job that is no longer finished before the cut
 // stays; one whose hash is gone leaves every index. The hashes go in one
 // DEL, and each index loses its members in one ZREM (foldLua).
 var pruneJobsScript = redis.NewScript(fenceLua + foldLua + `
-local cut, a, k, gone = tonumber(ARGV[2]), 3, 7, {}
+local cut, a, k, gone = tonumber(ARGV[2]), 3, 8, {}
 while a <= #ARGV do
   local id, hasQ, wf = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   a = a + 3
@@ -43,6 +43,7 @@ while a <= #ARGV do
       put(KEYS[st + 2], id, false)
     else
       put(KEYS[3], id, false)
+      put(KEYS[7], id, false)
       for c = 2, 4 do put(KEYS[c + 2], id, false) end
     end
     if qidx then put(qidx, id, false) end
@@ -120,7 +121,8 @@ func (s *Store) pruneJobs(ctx context.Context, cut int64, ids []string) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redis jobstore: prune: reading jobs: %w", err)
 	}
-	keys := []string{s.fence.Key, s.k.finished, s.k.unfinished, s.k.states[stSucceeded], s.k.states[stFailed], s.k.states[stCancelled]}
+	keys := []string{s.fence.Key, s.k.finished, s.k.unfinished, s.k.states[stSucceeded], s.k.states[stFailed], s.k.states[stCancelled],
+		s.k.states[stRunning]}
 	args := []any{s.fence.Token, cut}
 	for i, id := range ids {
 		keys = append(keys, s.k.prefix+"job:"+id)

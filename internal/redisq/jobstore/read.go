@@ -166,9 +166,9 @@ func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
 }
 
 // Jobs implements jobs.Store. It pages through the narrowest index the
-// filter names (workflow, queue, the unfinished jobs for queued and
-// running, a finished state; every job: the unfinished and the finished
-// states together) and checks the other conditions on each job read.
+// filter names (workflow, queue, a state's — the unfinished jobs for
+// queued; every job: the unfinished and the finished states together)
+// and checks the other conditions on each job read.
 func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
 	out := []jobs.Job{}
 	indexes, ok := s.indexes(f)
@@ -248,7 +248,7 @@ func (s *Store) indexes(f jobs.Filter) ([]string, bool) {
 		if c < 0 {
 			return nil, false
 		}
-		if c <= stRunning {
+		if c == stQueued {
 			return []string{s.k.unfinished}, true
 		}
 		return []string{s.k.states[c]}, true

@@ -60,8 +60,8 @@ end
 //
 // KEYS: 1 leader, 2 unfinished, 3 finished, 4-6 the zsets of the finished
 // states (state code c is KEYS[2 + c]), 7 queues, 8 limits, 9 workflows,
-// 10 workflows.created, 11 next, then the keys each change names, in
-// order.
+// 10 workflows.created, 11 next, 12 state:running, then the keys each
+// change names, in order.
 // ARGV: 1 token, 2 next job id (0: no insert), 3 next workflow id (0: no
 // workflow), 4 how many job ids follow to check, those ids (the jobs the
 // batch changes but does not insert first), then the changes: a kind
@@ -77,7 +77,7 @@ end
 // written whole or (fenced) not at all.
 var applyScript = redis.NewScript(fenceLua + foldLua + `
 local n = tonumber(ARGV[4])
-local a, k = 5 + n, 12
+local a, k = 5 + n, 13
 local function key() k = k + 1; return KEYS[k - 1] end
 local known = {} -- id → 'u' (unfinished), 'f' (finished); nil: no such job
 if n > 0 then
@@ -159,6 +159,7 @@ ops['6'] = function()
       -- a retry time (r) left from a requeue counts only while queued
       redis.call('HSET', job, 'st', '1', 'att', ARGV[a + 1], 'ag', agent, 's', at)
       unfinish(id)
+      put(KEYS[12], id, id)
     end
     a = a + 2
   end
@@ -169,6 +170,7 @@ ops['7'] = function()
   if known[id] then
     redis.call('HSET', job, unpack(f))
     unfinish(id)
+    put(KEYS[12], id, false)
   end
   a = a + 2 + used
 end
@@ -189,6 +191,7 @@ ops['8'] = function()
         for c = 2, 4 do put(KEYS[2 + c], id, false) end
       end
       put(KEYS[2], id, false)
+      put(KEYS[12], id, false)
       put(KEYS[3], id, at)
       put(KEYS[2 + code], id, id)
       known[id] = 'f'
@@ -201,6 +204,7 @@ ops['9'] = function()
     redis.call('HSET', job, 'st', '0', 'att', '0')
     redis.call('HDEL', job, 'ag', 'r', 's', 'f', 'x', 'o', 'e')
     unfinish(id)
+    put(KEYS[12], id, false)
   end
   a = a + 1
 end
@@ -219,11 +223,11 @@ end
 return #ARGV
 `)
 
-// fixedKeys are KEYS 1-11 of applyScript.
+// fixedKeys are KEYS 1-12 of applyScript.
 func (s *Store) fixedKeys() []string {
 	k := s.k
 	return []string{s.fence.Key, k.unfinished, k.finished, k.states[stSucceeded], k.states[stFailed], k.states[stCancelled],
-		k.queues, k.limits, k.workflows, k.wfCreated, k.next}
+		k.queues, k.limits, k.workflows, k.wfCreated, k.next, k.states[stRunning]}
 }
 
 // apply writes ops (no prune among them) in one script.
