@@ -87,25 +87,32 @@ func diffContents(a, b map[string]string) string {
 // A batch that changes the same jobs several times — its index changes
 // folded into one ZADD and one ZREM per zset, whether a job exists read
 // once for the whole batch — leaves Redis as the same changes written one
-// batch each, and Load and listing read it back.
+// batch each, and Job, Jobs and Load read job 1 in the state its last
+// change left.
 func TestFoldedBatch(t *testing.T) {
 	rdb := client(t, redistest.Start(t).URL())
 	ok := &jobs.Result{Output: "done"}
 	for i, tc := range []struct {
 		name string
 		ops  []jobs.Op
+		want jobs.State // job 1's
 	}{
-		{"insert, start and finish of one job", []jobs.Op{storetest.Insert(1), start(1, 1), finish(1, jobs.StateSucceeded, ok)}},
+		{"insert, start and finish of one job", []jobs.Op{storetest.Insert(1), start(1, 1), finish(1, jobs.StateSucceeded, ok)},
+			jobs.StateSucceeded},
 		{"finished, reset, run again and failed", []jobs.Op{storetest.Insert(1), start(1, 1), finish(1, jobs.StateSucceeded, ok),
-			reset(1), start(1, 1), requeue(1), start(1, 2), finish(1, jobs.StateFailed, nil)}},
-		{"changes before the insert do nothing", []jobs.Op{start(1, 1), finish(1, jobs.StateSucceeded, ok), reset(1), storetest.Insert(1), start(1, 1)}},
-		{"finished twice, as two states", []jobs.Op{storetest.Insert(1), finish(1, jobs.StateSucceeded, ok), finish(1, jobs.StateCancelled, nil)}},
-		{"a reset of an unfinished job", []jobs.Op{storetest.Insert(1), start(1, 1), reset(1), start(1, 1)}},
+			reset(1), start(1, 1), requeue(1), start(1, 2), finish(1, jobs.StateFailed, nil)}, jobs.StateFailed},
+		{"changes before the insert do nothing", []jobs.Op{start(1, 1), finish(1, jobs.StateSucceeded, ok), reset(1),
+			storetest.Insert(1), start(1, 1)}, jobs.StateRunning},
+		{"finished twice, as two states", []jobs.Op{storetest.Insert(1), finish(1, jobs.StateSucceeded, ok),
+			finish(1, jobs.StateCancelled, nil)}, jobs.StateCancelled},
+		{"a reset of a running job", []jobs.Op{storetest.Insert(1), start(1, 1), reset(1)}, jobs.StateQueued},
+		{"requeued", []jobs.Op{storetest.Insert(1), start(1, 1), requeue(1)}, jobs.StateQueued},
 		{"workflows, queues and dependencies", []jobs.Op{
 			{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "a", Priority: 2}}, {Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: at},
 			storetest.InsertIn("a", 1, 1), storetest.InsertIn("b", 1, 2, 1), storetest.InsertIn("a", 0, 3, 2),
 			start(1, 1), finish(1, jobs.StateSucceeded, ok), start(2, 1), finish(3, jobs.StateCancelled, nil),
-			{Kind: jobs.OpDeleteQueue, Name: "a"}, {Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "k", Limit: 2}}}},
+			{Kind: jobs.OpDeleteQueue, Name: "a"}, {Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "k", Limit: 2}}},
+			jobs.StateSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			one, each := fmt.Sprintf("{one%d}:", i), fmt.Sprintf("{each%d}:", i)
@@ -120,20 +127,36 @@ func TestFoldedBatch(t *testing.T) {
 			if d := diffContents(contents(t, rdb, one), contents(t, rdb, each)); d != "" {
 				t.Fatalf("one batch and one change at a time differ:\n%s", d)
 			}
-			for _, s := range []*Store{batch, single} {
-				snap, err := s.Load(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				list, err := s.Jobs(context.Background(), jobs.Filter{Limit: 100})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(list) == 0 || len(snap.Jobs) > len(list) {
-					t.Fatalf("after the batch: %d jobs listed, %d loaded", len(list), len(snap.Jobs))
-				}
-			}
+			checkJob1(t, batch, tc.want)
 		})
+	}
+}
+
+// checkJob1 checks that Job, Jobs by state and Load all see job 1 in
+// state want.
+func checkJob1(t *testing.T, s *Store, want jobs.State) {
+	t.Helper()
+	ctx := context.Background()
+	if j, err := s.Job(ctx, 1); err != nil || j.State != want {
+		t.Fatalf("job 1 = %+v, %v; want %s", j, err, want)
+	}
+	for _, st := range []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled} {
+		list, err := s.Jobs(ctx, jobs.Filter{State: st, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := slices.ContainsFunc(list, func(j jobs.Job) bool { return j.ID == "1" })
+		if listed != (st == want) {
+			t.Errorf("job 1 listed as %s: %v; it is %s", st, listed, want)
+		}
+	}
+	snap, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(snap.Jobs, func(r jobs.Record) bool { return r.ID == 1 })
+	if loaded := i >= 0; loaded != !want.Final() || loaded && snap.Jobs[i].Running != (want == jobs.StateRunning) {
+		t.Errorf("Load has job 1: %v (%+v); want it %s", loaded, snap.Jobs, want)
 	}
 }
 
