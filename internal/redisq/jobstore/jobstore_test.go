@@ -94,7 +94,10 @@ func testFencing(t *testing.T, rdb redis.UniversalClient) {
 	before := dump(t, rdb, keys)
 
 	lead(t, rdb, keys, "2:b")
+	// A mixed batch: hashes, folded index changes, next ids.
 	err := old.Append(jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 1, Agent: "x", At: time.Now()}, storetest.Insert(3),
+		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobs.StateSucceeded, At: time.Now(), Result: &jobs.Result{}},
+		jobs.Op{Kind: jobs.OpWorkflow, ID: 5, Name: "w", At: time.Now()}, storetest.InsertIn("q", 5, 4),
 		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "late"}}).Wait(ctx)
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("a write after losing the lead = %v; want ErrFenced", err)

@@ -9,15 +9,17 @@ import (
 // names are the store's keys under the prefix (docs/redis.md, "Generic
 // jobs").
 type names struct {
-	prefix    string
-	ids       string    // zset: every job id, score = id
-	states    [5]string // zsets by stored state code: ids, score = id
-	finished  string    // zset: finished job ids, score = finish time (unix ms)
-	queues    string    // hash: queue name → queue JSON
-	limits    string    // hash: key pattern → limit
-	workflows string    // hash: workflow id → name
-	wfCreated string    // zset: workflow ids, score = creation time (unix ms)
-	next      string    // hash: "job", "workflow" → the next id
+	prefix     string
+	unfinished string    // zset: ids of the queued and running jobs, score = id
+	states     [5]string // zsets of job ids by state code (1-4: all but queued), score = id
+	finished   string    // zset: finished job ids, score = finish time (unix ms)
+	queues     string    // hash: queue name → queue JSON
+	limits     string    // hash: key pattern → limit
+	workflows  string    // hash: workflow id → name
+	wfCreated  string    // zset: workflow ids, score = creation time (unix ms)
+	next       string    // hash: "job", "workflow" → the next id
+	// The indexes of an older layout, which Load converts (convert.go).
+	oldIDs, oldQueued string
 }
 
 // Stored state codes, as the SQLite store numbers them: unfinished jobs
@@ -35,10 +37,11 @@ var stateNames = [5]string{"queued", "running", "succeeded", "failed", "cancelle
 
 func newNames(k redisq.Keys) names {
 	p := k.Prefix() + "jobs."
-	n := names{prefix: k.Prefix(), ids: p + "ids", finished: p + "finished", queues: p + "queues",
-		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next"}
-	for i, s := range stateNames {
-		n.states[i] = p + "state:" + s
+	n := names{prefix: k.Prefix(), unfinished: p + "unfinished", finished: p + "finished", queues: p + "queues",
+		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next",
+		oldIDs: p + "ids", oldQueued: p + "state:queued"}
+	for c := stRunning; c <= stCancelled; c++ {
+		n.states[c] = p + "state:" + stateNames[c]
 	}
 	return n
 }

@@ -17,14 +17,16 @@ const pruneChunk = 1000
 
 // pruneJobsScript deletes finished jobs that finished before a cut.
 //
-// KEYS: 1 leader, 2 ids, 3-7 the state zsets, 8 finished, then per job
-// its hash, its queue's zset (when it has a queue) and its workflow's zset
+// KEYS: 1 leader, 2 finished, 3 unfinished, 4-6 the zsets of the finished
+// states (state code c is KEYS[c + 2]), 7 state:running, then per job its
+// hash, its queue's zset (when it has a queue) and its workflow's zset
 // (when it has one).
 // ARGV: 1 token, 2 the cut (unix ms), then per job: id, has-queue (1/0),
 // workflow id (0: none). A job that is no longer finished before the cut
-// stays.
-var pruneJobsScript = redis.NewScript(fenceLua + `
-local cut, a, k = tonumber(ARGV[2]), 3, 9
+// stays; one whose hash is gone leaves every index. The hashes go in one
+// DEL, and each index loses its members in one ZREM (foldLua).
+var pruneJobsScript = redis.NewScript(fenceLua + foldLua + `
+local cut, a, k, gone = tonumber(ARGV[2]), 3, 8, {}
 while a <= #ARGV do
   local id, hasQ, wf = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   a = a + 3
@@ -32,18 +34,25 @@ while a <= #ARGV do
   k = k + 1
   if hasQ == '1' then qidx = KEYS[k]; k = k + 1 end
   if wf ~= '0' then wfidx = KEYS[k]; k = k + 1 end
-  local st = tonumber(redis.call('HGET', job, 'st'))
-  local f = tonumber(redis.call('HGET', job, 'f'))
+  local got = redis.call('HMGET', job, 'st', 'f')
+  local st, f = tonumber(got[1]), tonumber(got[2])
   if st == nil or (st >= 2 and st <= 4 and f ~= nil and f < cut) then
-    redis.call('DEL', job)
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('ZREM', KEYS[8], id)
-    if st ~= nil then redis.call('ZREM', KEYS[3 + st], id) end
-    if qidx then redis.call('ZREM', qidx, id) end
-    if wfidx then redis.call('ZREM', wfidx, id) end
+    gone[#gone + 1] = job
+    put(KEYS[2], id, false)
+    if st then
+      put(KEYS[st + 2], id, false)
+    else
+      put(KEYS[3], id, false)
+      put(KEYS[7], id, false)
+      for c = 2, 4 do put(KEYS[c + 2], id, false) end
+    end
+    if qidx then put(qidx, id, false) end
+    if wfidx then put(wfidx, id, false) end
   end
 end
-return 1
+for i = 1, #gone, 1000 do redis.call('DEL', unpack(gone, i, math.min(i + 999, #gone))) end
+flush()
+return #gone
 `)
 
 // pruneWorkflowsScript deletes workflows without jobs.
@@ -112,7 +121,8 @@ func (s *Store) pruneJobs(ctx context.Context, cut int64, ids []string) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redis jobstore: prune: reading jobs: %w", err)
 	}
-	keys := []string{s.fence.Key, s.k.ids, s.k.states[0], s.k.states[1], s.k.states[2], s.k.states[3], s.k.states[4], s.k.finished}
+	keys := []string{s.fence.Key, s.k.finished, s.k.unfinished, s.k.states[stSucceeded], s.k.states[stFailed], s.k.states[stCancelled],
+		s.k.states[stRunning]}
 	args := []any{s.fence.Token, cut}
 	for i, id := range ids {
 		keys = append(keys, s.k.prefix+"job:"+id)

@@ -20,6 +20,9 @@ const readChunk = 500
 // Load implements jobs.Store.
 func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 	snap := &jobs.Snapshot{}
+	if err := s.convert(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.loadConfig(ctx, snap); err != nil {
 		return nil, err
 	}
@@ -82,20 +85,14 @@ func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
 
 // loadJobs reads the unfinished jobs (queued and running) in id order.
 func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
-	var ids []int64
-	for _, key := range []string{s.k.states[stQueued], s.k.states[stRunning]} {
-		members, err := s.rdb.ZRange(ctx, key, 0, -1).Result()
-		if err != nil {
-			return fmt.Errorf("redis jobstore: load jobs: %w", err)
-		}
-		more, err := parseIDs(key, members)
-		if err != nil {
-			return err
-		}
-		ids = append(ids, more...)
+	members, err := s.rdb.ZRange(ctx, s.k.unfinished, 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("redis jobstore: load jobs: %w", err)
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
+	ids, err := parseIDs(s.k.unfinished, members)
+	if err != nil {
+		return err
+	}
 	unfinished := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		unfinished[id] = true
@@ -169,26 +166,22 @@ func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
 }
 
 // Jobs implements jobs.Store. It pages through the narrowest index the
-// filter names (workflow, queue, state, or every job) and checks the
-// other conditions on each job read.
+// filter names (workflow, queue, a state's — the unfinished jobs for
+// queued; every job: the unfinished and the finished states together)
+// and checks the other conditions on each job read.
 func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
 	out := []jobs.Job{}
-	index, ok := s.index(f)
+	indexes, ok := s.indexes(f)
 	if !ok || f.Limit <= 0 {
 		return out, nil
 	}
 	for after := f.After; len(out) < f.Limit; {
-		members, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index, ByScore: true,
-			Start: "(" + strconv.FormatInt(after, 10), Stop: "+inf", Count: int64(max(f.Limit-len(out), readChunk))}).Result()
-		if err != nil {
-			return nil, fmt.Errorf("redis jobstore: list jobs: %w", err)
-		}
-		if len(members) == 0 {
-			return out, nil
-		}
-		ids, err := parseIDs(index, members)
+		ids, err := s.page(ctx, indexes, after, int64(max(f.Limit-len(out), readChunk)))
 		if err != nil {
 			return nil, err
+		}
+		if len(ids) == 0 {
+			return out, nil
 		}
 		all, err := s.read(ctx, ids)
 		if err != nil {
@@ -204,22 +197,63 @@ func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
 	return out, nil
 }
 
-// index picks the zset to page through; false when no job can match.
-func (s *Store) index(f jobs.Filter) (string, bool) {
+// page reads the first count ids above after from the union of the
+// indexes, in order; several indexes are read in one transaction, so
+// that a job moving between them is seen in one.
+func (s *Store) page(ctx context.Context, indexes []string, after, count int64) ([]int64, error) {
+	arg := func(key string) redis.ZRangeArgs {
+		return redis.ZRangeArgs{Key: key, ByScore: true, Start: "(" + strconv.FormatInt(after, 10), Stop: "+inf", Count: count}
+	}
+	cmds := make([]*redis.StringSliceCmd, len(indexes))
+	if len(indexes) == 1 {
+		cmds[0] = s.rdb.ZRangeArgs(ctx, arg(indexes[0]))
+	} else {
+		_, _ = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for i, key := range indexes {
+				cmds[i] = p.ZRangeArgs(ctx, arg(key))
+			}
+			return nil
+		})
+	}
+	var ids []int64
+	for i, c := range cmds {
+		members, err := c.Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis jobstore: list jobs: %w", err)
+		}
+		more, err := parseIDs(indexes[i], members)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, more...)
+	}
+	if len(indexes) > 1 {
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		ids = ids[:min(int64(len(ids)), count)]
+	}
+	return ids, nil
+}
+
+// indexes picks the zsets to page through; false when no job can match.
+func (s *Store) indexes(f jobs.Filter) ([]string, bool) {
 	switch {
 	case f.Workflow != "":
 		n, err := strconv.ParseInt(f.Workflow, 10, 64)
-		return s.k.workflow(n), err == nil && n > 0
+		return []string{s.k.workflow(n)}, err == nil && n > 0
 	case f.Queue != "":
-		return s.k.queue(f.Queue), true
+		return []string{s.k.queue(f.Queue)}, true
 	case f.State != "":
 		c := stateCode(f.State)
 		if c < 0 {
-			return "", false
+			return nil, false
 		}
-		return s.k.states[c], true
+		if c == stQueued {
+			return []string{s.k.unfinished}, true
+		}
+		return []string{s.k.states[c]}, true
 	}
-	return s.k.ids, true
+	return []string{s.k.unfinished, s.k.states[stSucceeded], s.k.states[stFailed], s.k.states[stCancelled]}, true
 }
 
 func matches(st *stored, f jobs.Filter) bool {

@@ -1,0 +1,251 @@
+package jobstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/usherhq/usher/internal/jobs"
+)
+
+// script is one batch encoded for applyScript.
+type script struct {
+	keys []string
+	args []any
+}
+
+// encode encodes ops (no prune among them) for one script. Runs of
+// inserts, starts and finishes that share what they set go as one change
+// each, their shared arguments once (the engine appends a lease's starts,
+// a completion's finishes and a submission's inserts together).
+func (s *Store) encode(ops []jobs.Op) (*script, error) {
+	enc := encoder{keys: s.fixedKeys(), args: make([]any, 0, 3*len(ops)), n: s.k, seen: map[int64]bool{}}
+	for i := 0; i < len(ops); {
+		n, err := enc.next(ops[i:])
+		if err != nil {
+			return nil, err
+		}
+		i += n
+	}
+	args := make([]any, 0, 4+len(enc.check)+len(enc.args))
+	args = append(args, s.fence.Token, enc.nextJob, enc.nextWF, len(enc.check))
+	args = append(args, enc.check...)
+	return &script{keys: enc.keys, args: append(args, enc.args...)}, nil
+}
+
+// encoder turns changes into applyScript's KEYS and ARGV.
+type encoder struct {
+	keys            []string
+	args            []any
+	n               names
+	nextJob, nextWF int64
+	// check lists the jobs whose existence the script reads: those a
+	// change names before the batch inserts them (seen).
+	check []any
+	seen  map[int64]bool
+	last  *insertHead // the head computed last, to reuse
+}
+
+func (e *encoder) add(args ...any) { e.args = append(e.args, args...) }
+
+// next encodes the change at ops[0], or the run of changes it begins,
+// and returns how many it encoded. It refuses a change that lacks what
+// its kind needs, before anything is written.
+func (e *encoder) next(ops []jobs.Op) (int, error) {
+	switch ops[0].Kind {
+	case jobs.OpInsert:
+		return e.inserts(ops)
+	case jobs.OpStart:
+		return e.starts(ops), nil
+	case jobs.OpFinish:
+		return e.finishes(ops)
+	}
+	return 1, e.op(&ops[0])
+}
+
+// op encodes one change of the kinds that do not run.
+func (e *encoder) op(op *jobs.Op) error {
+	switch op.Kind {
+	case jobs.OpPutQueue:
+		if op.Queue == nil {
+			return fmt.Errorf("redis jobstore: put-queue change without a queue")
+		}
+		spec, err := json.Marshal(op.Queue)
+		if err != nil {
+			return fmt.Errorf("redis jobstore: queue %q: %w", op.Queue.Name, err)
+		}
+		e.add("1", op.Queue.Name, spec)
+	case jobs.OpDeleteQueue:
+		e.add("2", op.Name)
+	case jobs.OpPutLimit:
+		if op.Limit == nil {
+			return fmt.Errorf("redis jobstore: put-limit change without a limit")
+		}
+		e.add("3", op.Limit.Pattern, op.Limit.Limit)
+	case jobs.OpWorkflow:
+		e.add("5", op.ID, op.Name, op.At.UnixMilli())
+		e.nextWF = max(e.nextWF, op.ID+1)
+	case jobs.OpRequeue:
+		e.add("7", op.ID, op.At.UnixMilli())
+		e.result(op.Result)
+		e.job(op.ID)
+	case jobs.OpReset:
+		e.add("9", op.ID)
+		e.job(op.ID)
+	default:
+		return fmt.Errorf("redis jobstore: unknown change kind %d", op.Kind)
+	}
+	return nil
+}
+
+// job adds the hash of a job that a change (not an insert) names, and
+// has the script check that it exists unless the batch inserted it.
+func (e *encoder) job(id int64) {
+	if !e.seen[id] {
+		e.seen[id] = true
+		e.check = append(e.check, id)
+	}
+	e.keys = append(e.keys, e.n.job(id))
+}
+
+// insertHead is what a run of inserts shares.
+type insertHead struct {
+	r        *jobs.Record
+	queue    string
+	spec     []byte // JSON, without payload and dependencies' names
+	workflow int64
+	created  int64
+	after    string
+}
+
+func (h *insertHead) same(o *insertHead) bool {
+	return h.queue == o.queue && bytes.Equal(h.spec, o.spec) && h.workflow == o.workflow &&
+		h.created == o.created && h.after == o.after
+}
+
+func (e *encoder) head(r *jobs.Record) (*insertHead, error) {
+	if r == nil {
+		return nil, fmt.Errorf("redis jobstore: insert change without a record")
+	}
+	if e.last != nil && e.last.r == r {
+		return e.last, nil
+	}
+	spec := r.Spec
+	spec.Payload = nil
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("redis jobstore: job %d: %w", r.ID, err)
+	}
+	e.last = &insertHead{r: r, queue: spec.Queue, spec: b, workflow: r.Workflow, created: r.CreatedAt.UnixMilli(), after: joinIDs(r.After)}
+	return e.last, nil
+}
+
+// inserts encodes the run of inserts that ops begins.
+func (e *encoder) inserts(ops []jobs.Op) (int, error) {
+	first, err := e.head(ops[0].Record)
+	if err != nil {
+		return 0, err
+	}
+	n := 1
+	for ; n < len(ops) && ops[n].Kind == jobs.OpInsert; n++ {
+		h, err := e.head(ops[n].Record)
+		if err != nil {
+			return 0, err
+		}
+		if !h.same(first) {
+			break
+		}
+	}
+	e.add("4", first.queue, first.spec, first.workflow, first.created, first.after, n)
+	e.keys = append(e.keys, e.n.queue(first.queue))
+	if first.workflow != 0 {
+		e.keys = append(e.keys, e.n.workflow(first.workflow))
+	}
+	for _, op := range ops[:n] {
+		r := op.Record
+		e.add(r.ID, []byte(r.Spec.Payload))
+		e.keys = append(e.keys, e.n.job(r.ID))
+		e.seen[r.ID] = true // the script knows it from here on
+		e.nextJob = max(e.nextJob, r.ID+1)
+	}
+	return n, nil
+}
+
+// starts encodes the run of starts by one agent at one time that ops
+// begins.
+func (e *encoder) starts(ops []jobs.Op) int {
+	first := &ops[0]
+	n := 1
+	for n < len(ops) && ops[n].Kind == jobs.OpStart && ops[n].Agent == first.Agent && ops[n].At.Equal(first.At) {
+		n++
+	}
+	e.add("6", first.Agent, first.At.UnixMilli(), n)
+	for _, op := range ops[:n] {
+		e.add(op.ID, op.Attempt)
+		e.job(op.ID)
+	}
+	return n
+}
+
+// finishes encodes the run of finishes in one state at one time with
+// one result that ops begins.
+func (e *encoder) finishes(ops []jobs.Op) (int, error) {
+	first := &ops[0]
+	code := stateCode(first.State)
+	if code < stSucceeded {
+		return 0, fmt.Errorf("redis jobstore: job %d cannot finish as %q", first.ID, first.State)
+	}
+	n := 1
+	for n < len(ops) && ops[n].Kind == jobs.OpFinish && ops[n].State == first.State && ops[n].At.Equal(first.At) &&
+		sameResult(ops[n].Result, first.Result) {
+		n++
+	}
+	e.add("8", code, first.At.UnixMilli())
+	e.result(first.Result)
+	e.add(n)
+	for _, op := range ops[:n] {
+		e.add(op.ID)
+		e.job(op.ID)
+	}
+	return n, nil
+}
+
+// sameResult says whether two results store the same (both none, or the
+// same exit code, output and error).
+func sameResult(a, b *jobs.Result) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.ExitCode == b.ExitCode && a.Output == b.Output && a.Error == b.Error
+}
+
+// result encodes an attempt's result, or that there is none (the stored
+// one stays).
+func (e *encoder) result(r *jobs.Result) {
+	if r == nil {
+		e.add("0")
+		return
+	}
+	e.add("1", r.ExitCode, r.Output, r.Error)
+}
+
+func joinIDs(ids []int64) string {
+	var b []byte
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(b)
+}
+
+func stateCode(s jobs.State) int {
+	for i, n := range stateNames {
+		if jobs.State(n) == s {
+			return i
+		}
+	}
+	return -1
+}
