@@ -244,13 +244,7 @@ func (d *deployment) workloadWithinLimits(fronts []*front, limits tierLimits, n,
 
 func TestAsyOnRedisCluster(t *testing.T) {
 	d := newDeployment(t, redistest.StartCluster(t, 3).URL())
-	d.startScheduler("sched-1")
-	d.startScheduler("sched-2")
-	d.startBackend("backend-1")
-	d.startBackend("backend-2")
-	fronts := []*front{d.startFront("front-1"), d.startFront("front-2")}
-	d.waitLeader(10*time.Second, "")
-	d.waitBackends(2)
+	fronts := d.startTwoOfEach()
 
 	d.workloadWithinLimits(fronts, defaultLimits(2), 60, 20, 4*time.Minute)
 }

@@ -117,6 +117,21 @@ func (d *deployment) startBackend(name string, extra ...string) *testbin.Proc {
 	return p
 }
 
+// startTwoOfEach starts two schedulers, two backends and two queue
+// servers, and waits until one scheduler leads and both backends are
+// registered; it returns the queue servers.
+func (d *deployment) startTwoOfEach() []*front {
+	d.t.Helper()
+	d.startScheduler("sched-1")
+	d.startScheduler("sched-2")
+	d.startBackend("backend-1")
+	d.startBackend("backend-2")
+	fronts := []*front{d.startFront("front-1"), d.startFront("front-2")}
+	d.waitLeader(10*time.Second, "")
+	d.waitBackends(2)
+	return fronts
+}
+
 // eventually polls cond until it holds, failing after bound.
 func (d *deployment) eventually(bound time.Duration, what string, cond func() (bool, string)) {
 	d.t.Helper()

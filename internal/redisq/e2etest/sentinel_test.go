@@ -20,13 +20,7 @@ func TestAsyThroughSentinelFailover(t *testing.T) {
 	replica := redistest.StartReplica(t, master)
 	sentinel := redistest.StartSentinel(t, master, "usher", 1)
 	d := newDeployment(t, sentinel.URL())
-	d.startScheduler("sched-1")
-	d.startScheduler("sched-2")
-	d.startBackend("backend-1")
-	d.startBackend("backend-2")
-	fronts := []*front{d.startFront("front-1"), d.startFront("front-2")}
-	d.waitLeader(10*time.Second, "")
-	d.waitBackends(2)
+	fronts := d.startTwoOfEach()
 	d.tasksAllEnd(fronts, 20)
 
 	// What the master acknowledged reaches the replica before the kill:

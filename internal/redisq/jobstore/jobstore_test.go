@@ -72,7 +72,11 @@ func lead(t *testing.T, rdb redis.UniversalClient, keys redisq.Keys, token strin
 // A store whose token lost the leader key writes nothing more: its batch
 // fails with ErrFenced and changes nothing, and so does every later
 // Append; the new leader's store writes on.
-func TestFencing(t *testing.T) {
+func TestFencing(t *testing.T) { onSingleAndCluster(t, testFencing) }
+
+// onSingleAndCluster runs test against a single redis-server and against
+// a 3-master Redis Cluster.
+func onSingleAndCluster(t *testing.T, test func(t *testing.T, rdb redis.UniversalClient)) {
 	for _, tc := range []struct {
 		name string
 		url  func(t *testing.T) string
@@ -80,7 +84,7 @@ func TestFencing(t *testing.T) {
 		{"single", func(t *testing.T) string { return redistest.Start(t).URL() }},
 		{"cluster", func(t *testing.T) string { return redistest.StartCluster(t, 3).URL() }},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testFencing(t, client(t, tc.url(t))) })
+		t.Run(tc.name, func(t *testing.T) { test(t, client(t, tc.url(t))) })
 	}
 }
 

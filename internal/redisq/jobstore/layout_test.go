@@ -227,17 +227,7 @@ func (o oldBuild) apply(t *testing.T, ops ...jobs.Op) {
 // jobs.ids and jobs.state:queued, once, and reads, lists and writes on as
 // if this build had written it all. A store that does not hold the lead
 // converts nothing.
-func TestLoadConvertsOlderLayout(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{
-		{"single", func(t *testing.T) string { return redistest.Start(t).URL() }},
-		{"cluster", func(t *testing.T) string { return redistest.StartCluster(t, 3).URL() }},
-	} {
-		t.Run(tc.name, func(t *testing.T) { testConvert(t, client(t, tc.url(t))) })
-	}
-}
+func TestLoadConvertsOlderLayout(t *testing.T) { onSingleAndCluster(t, testConvert) }
 
 func testConvert(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
