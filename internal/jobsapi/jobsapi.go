@@ -119,7 +119,7 @@ func (a *api) guard(perm permission, h func(http.ResponseWriter, *http.Request) 
 			return
 		}
 		if err != nil {
-			a.fail(w, r, err)
+			a.tokenStoreFailed(w, r, err)
 			return
 		}
 		if !perm.allowedTo(tok.Role) {
@@ -131,6 +131,19 @@ func (a *api) guard(perm permission, h func(http.ResponseWriter, *http.Request) 
 			a.fail(w, r, err)
 		}
 	})
+}
+
+// tokenStoreFailed answers a request whose token could not be checked
+// (the token store, Redis in multi-node mode, is down or restarting): 503
+// with Retry-After, logged as a warning, since the client retries and the
+// store comes back on its own.
+func (a *api) tokenStoreFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client left; nobody reads an answer
+	}
+	a.Logger.Warn("jobsapi: cannot check the token; answering 503", "method", r.Method, "path", r.URL.Path, "err", err)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "the token store cannot be reached: "+err.Error(), nil)
 }
 
 // fail answers an error with the status its kind maps to.

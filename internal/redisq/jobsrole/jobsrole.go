@@ -135,7 +135,7 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 	log := r.cfg.Logger.With("token", token)
 	store := jobstore.New(r.cfg.Client, r.cfg.Keys, jobstore.Fence{Key: r.cfg.Keys.Leader(), Token: token}, log)
 	defer store.Close()
-	engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, Logger: log})
+	engine, err := r.open(ctx, store, log)
 	if err != nil {
 		log.Error("jobs: rebuilding the engine from redis failed; /v1 stays unserved this term", "err", err)
 		return
@@ -148,6 +148,26 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 	defer r.handler.Store(nil)
 	log.Info("jobs: serving /v1", "advertise", r.cfg.Advertise)
 	r.publish(ctx, token, log)
+}
+
+// open rebuilds the engine from the store, retrying with backoff while
+// Redis cannot be read (down, restarting, LOADING) until the term ends or
+// the store is fenced (the term is over).
+func (r *Role) open(ctx context.Context, store *jobstore.Store, log *slog.Logger) (*jobs.Engine, error) {
+	wait := 50 * time.Millisecond
+	for {
+		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, Logger: log})
+		if err == nil || errors.Is(err, jobstore.ErrFenced) || ctx.Err() != nil {
+			return engine, err
+		}
+		log.Warn("jobs: cannot rebuild the engine from redis; retrying", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // Stats is the generic jobs' state of the engine this node runs while it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/testbin"
 )
 
 const admin = "usher_jobsrole-test-admin-token"
@@ -102,4 +103,60 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition in Redis
 	}
+}
+
+// A term that begins while Redis is down (restarting: a standby takes the
+// lead as Redis comes back) rebuilds the engine once Redis answers again,
+// instead of leaving /v1 unserved for the whole term.
+func TestTermBeginningWhileRedisIsDownServesOnceItIsBack(t *testing.T) {
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	ctx := t.Context()
+	rdb, err := redisq.Open(ctx, srv.URL(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	keys := redisq.NewKeys(redisq.DefaultPrefix)
+	var logs testbin.LogBuffer
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
+		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveCtx, stopServing := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(serveCtx) }()
+	defer func() { stopServing(); <-served }()
+	rdb.Set(ctx, keys.Leader(), "1:a", 0)
+
+	srv.Kill()
+	term, endTerm := context.WithCancel(ctx)
+	defer endTerm()
+	done := make(chan struct{})
+	go func() { defer close(done); r.WhileLeading(term, "1:a") }()
+	if code := get(t, base+"/v1/queues"); code != http.StatusServiceUnavailable {
+		t.Fatalf("Redis down: GET /v1/queues = %d, want 503", code)
+	}
+	// Redis stays down until the term has failed to rebuild at least once
+	// (past go-redis's own few quick retries).
+	waitFor(t, "the term retries the rebuild", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("the term gave up while Redis was down:\n%s", logs.String())
+		default:
+		}
+		return logs.Contains("cannot rebuild the engine from redis; retrying")
+	})
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/v1 served once Redis is back", func() bool { return get(t, base+"/v1/queues") == http.StatusOK })
+	endTerm()
+	<-done
 }
