@@ -10,8 +10,11 @@
 // bubblewrap and asy command lines), workdir.go (the private work
 // directory), process.go (starting and killing the process tree), run.go
 // (a run's lifecycle: wall clock, input, outcome), output.go (forwarding
-// stdout and stderr, the output limit, interactive prompts) and image.go
-// (reading images without following links).
+// stdout and stderr, the output limit, interactive prompts), image.go
+// (reading images without following links), and for 3D: detect3d.go
+// (which tasks get a display), display.go (the task's private Xvfb),
+// spare.go (displays started before the task that will use them) and
+// shadercache.go (Mesa's shader cache template, bound read-only).
 package sandbox
 
 import (
