@@ -66,7 +66,7 @@ type bucketTable struct {
 
 func newBucketTable() bucketTable {
 	t := bucketTable{seed: newSeed()}
-	t.find.init(minIndexSlots)
+	t.find.init(minMapSlots)
 	return t
 }
 

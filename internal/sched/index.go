@@ -86,7 +86,50 @@ func (t *jobTable) addExt(j *job) *jobExt {
 	return x
 }
 
-func (t *jobTable) hash(id string) uint64 { return strHash(id, t.seed) }
+// hash returns the index hash of a non-empty id: its low groupBits bits
+// pick the entry within a group, the bits above them the group, and the
+// top 16 bits are the entry's tag.
+//
+// Ids that differ in their last byte alone share their group: the group
+// comes from the hash of every byte but the last, and the last byte, offset
+// by that hash, picks the entry within it. A driver numbering its jobs
+// ("asy-1230", "asy-1231", …) thus submits ten jobs in a row into
+// neighbouring entries of one group, two cache lines, instead of ten random
+// lines of a table far larger than any cache. A group holds groupSize
+// entries, more than the 62 digits and letters an id may end in, so the
+// ids of a group never collide with each other, and a collision probes the same entry of
+// the next group: each of the groupSize columns is a table of its own
+// (linear probing in steps of a group), whose runs are no longer than a
+// plain table's. The tag mixes the last byte in, so that the ids of a
+// group are told apart without reading their records.
+func (t *jobTable) hash(id string) uint64 {
+	n := len(id)
+	h := strHash(id[:n-1], t.seed)
+	last := uint64(id[n-1])
+	col := uint64(lastByteColumn[last]) + h>>(64-groupBits)
+	return (h<<groupBits | col&(groupSize-1)) ^ (last*0x9e37)<<jobTagShift
+}
+
+// lastByteColumn numbers the bytes ids end in, before the hash's offset:
+// digits, upper and lower case letters get distinct columns (0–9, 10–35,
+// 36–61), so that the 62 ids of an alphanumeric counter's next-to-last
+// digit share a group without sharing an entry; any other byte gets its
+// low six bits.
+var lastByteColumn = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = uint8(c - '0')
+		case 'A' <= c && c <= 'Z':
+			t[c] = uint8(c - 'A' + 10)
+		case 'a' <= c && c <= 'z':
+			t[c] = uint8(c - 'a' + 36)
+		default:
+			t[c] = uint8(c & 63)
+		}
+	}
+	return t
+}()
 
 // len returns the number of jobs in the index.
 func (t *jobTable) len() int { return t.index.live }
@@ -105,8 +148,10 @@ func (t *jobTable) get(id string) *job {
 func (t *jobTable) getFrom(id string, h, e uint64) *job {
 	x := &t.index
 	tag := h >> jobTagShift
-	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		if i != h&x.mask {
+	i := h & x.mask
+	for d := 0; d <= maxDist; d++ {
+		if d > 0 {
+			i = (i + groupSize) & x.mask
 			e = x.e[i]
 		}
 		if e == 0 {
@@ -118,6 +163,7 @@ func (t *jobTable) getFrom(id string, h, e uint64) *job {
 			}
 		}
 	}
+	return nil // a full column: insert places nothing further from home
 }
 
 // put adds a job whose id, which hashes to h, is not in the index.
@@ -196,12 +242,14 @@ func (t *jobTable) all() iter.Seq2[string, *job] {
 	}
 }
 
-// jobIndex is the id index of jobTable. An entry packs slot+1 (0 marks an
-// empty entry) in its low 32 bits, then 16 further bits of the id's hash as
-// a tag that rules out almost every wrong candidate without reading its
-// record, the slot's generation when the entry was made, and the entry's
-// distance from its home position, which lets a sweep shift entries back
-// without hashing them again.
+// jobIndex is the id index of jobTable: open addressing over groups of
+// groupSize entries, where an entry that finds its home taken goes to the
+// same place in the next group (jobTable.hash says why). An entry packs
+// slot+1 (0 marks an empty entry) in its low 32 bits, then 16 bits of the
+// id's hash as a tag that rules out almost every wrong candidate without
+// reading its record, the slot's generation when the entry was made, and
+// the entry's distance from its home position in groups, which lets a
+// sweep shift entries back without hashing them again.
 type jobIndex struct {
 	e    []uint64 // power-of-two length
 	mask uint64
@@ -210,12 +258,18 @@ type jobIndex struct {
 }
 
 const (
-	minIndexSlots = 16
+	minIndexSlots = 4 * groupSize
+	minMapSlots   = 16
 	jobTagShift   = 48
+	groupBits     = 6
+	groupSize     = 1 << groupBits
 )
 
 // home returns the entry at the home position of hash h.
 func (x *jobIndex) home(h uint64) uint64 { return x.e[h&x.mask] }
+
+// group returns the group of index position i.
+func (x *jobIndex) group(i uint64) uint64 { return i >> groupBits }
 
 func (x *jobIndex) init(n int) {
 	x.e = make([]uint64, n)
@@ -223,8 +277,9 @@ func (x *jobIndex) init(n int) {
 	x.used = 0
 }
 
-// insert places an entry at the first empty position from its home. It
-// fails when the distance would not fit its 8 bits; the table then grows.
+// insert places an entry at the first empty position of its column from
+// its home. It fails when the distance would not fit its 8 bits (or the
+// column is full); the table then grows.
 func (x *jobIndex) insert(h uint64, slot uint32, gen uint8) bool {
 	i := h & x.mask
 	for d := uint64(0); ; d++ {
@@ -236,17 +291,18 @@ func (x *jobIndex) insert(h uint64, slot uint32, gen uint8) bool {
 			x.used++
 			return true
 		}
-		i = (i + 1) & x.mask
+		i = (i + groupSize) & x.mask
 	}
 }
 
-// deleteAt removes the entry at i, shifting later entries of its run back.
+// deleteAt removes the entry at i, shifting later entries of its column's
+// run back.
 func (x *jobIndex) deleteAt(i uint64) {
-	for k := (i + 1) & x.mask; x.e[k] != 0; k = (k + 1) & x.mask {
+	for k := (i + groupSize) & x.mask; x.e[k] != 0 && k != i; k = (k + groupSize) & x.mask {
 		// Move entry k into the hole at i unless its home lies cyclically
 		// in (i, k]: then it is already as close to home as it can be.
 		e := x.e[k]
-		gap := (k - i) & x.mask
+		gap := ((k - i) & x.mask) >> groupBits
 		if d := e >> 56; d >= gap {
 			x.e[i] = e&(1<<56-1) | (d-gap)<<56
 			i = k
@@ -382,7 +438,7 @@ func (m *slotMap) delete(h uint64, n uint32, hashOf func(uint32) uint64) {
 	}
 	m.e[i] = 0
 	m.n--
-	if len(m.e) > minIndexSlots && 8*m.n < len(m.e) {
+	if len(m.e) > minMapSlots && 8*m.n < len(m.e) {
 		m.resize(len(m.e)/2, hashOf)
 	}
 }

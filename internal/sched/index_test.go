@@ -11,13 +11,22 @@ import (
 // of puts, gets and removes, through growth, shrinking and the backward
 // shifts that deletion makes in crowded probe runs, with slots reused.
 func TestJobIndexBehavesLikeAMap(t *testing.T) {
-	for seed := uint64(1); seed <= 50; seed++ {
+	// Decimal counters fill neighbouring entries of a group; short
+	// base-36 ids fill up to 36 entries of a group; ids ending in any byte
+	// put up to four into one entry.
+	kinds := []func(n int) string{
+		func(n int) string { return "job-" + strconv.Itoa(n) },
+		func(n int) string { return strconv.FormatInt(int64(n), 36) },
+		func(n int) string { return "x" + string(rune(n/256+'a')) + string(byte(n)) },
+	}
+	for seed := uint64(1); seed <= 60; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		x := newJobTable()
 		want := map[string]*job{}
+		name := kinds[seed%uint64(len(kinds))]
 		ids := 1 + rng.IntN(3000) // few ids: many collisions and reinsertions
 		for op := range 20_000 {
-			id := "job-" + strconv.Itoa(rng.IntN(ids))
+			id := name(rng.IntN(ids))
 			switch rng.IntN(3) {
 			case 0:
 				if want[id] == nil {
@@ -113,13 +122,16 @@ func TestCompleteFindsTheJobByAnEqualIDFromElsewhere(t *testing.T) {
 }
 
 // Ids that differ in any byte, of any length, must spread over the index,
-// or lookups slow down as it fills: with 200,000 ids of each kind below in
+// or lookups slow down as it fills: with 200,000 ids of each kind below
+// (probes counted in groups) in
 // a table at most three eighths full, no entry may sit more than 40 places
 // from its home, and equal strings must hash alike.
 func TestIndexProbesStayShortForTypicalIDs(t *testing.T) {
 	kinds := map[string]func(i int) string{
 		"sequential": func(i int) string { return "j" + strconv.Itoa(i) },
 		"short":      func(i int) string { return strconv.FormatInt(int64(i), 36) },
+		"base-62":    base62,
+		"hex":        func(i int) string { return strconv.FormatUint(uint64(i)*0x9e3779b97f4a7c15, 16) },
 		"uuid-like":  func(i int) string { return "4f1c2b7e-" + strconv.Itoa(100000+i) + "-job" },
 		"targets": func(i int) string {
 			return "tcp://10." + strconv.Itoa(i/65536) + "." + strconv.Itoa(i/256%256) + "." + strconv.Itoa(i%256) + ":443"
@@ -143,6 +155,85 @@ func TestIndexProbesStayShortForTypicalIDs(t *testing.T) {
 		}
 		if x.hash(id(7)) != x.hash(strings.Clone(id(7))) {
 			t.Errorf("%s ids: equal strings hash apart", name)
+		}
+	}
+}
+
+func base62(i int) string {
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	b := []byte{'x'}
+	for ; i > 0; i /= 62 {
+		b = append(b, digits[i%62])
+	}
+	return string(b)
+}
+
+// Ids that differ only in their last digit or letter — a driver numbering
+// its jobs — must land in one group of the index, each at its own entry,
+// so that a run of submissions reads a cache line or two instead of one
+// line per job.
+func TestCounterIDsShareAGroup(t *testing.T) {
+	const alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	x := newJobTable()
+	x.index.init(1 << 20)
+	for _, prefix := range []string{"asy-123", "j", "job-", "4f1c2b7e-9"} {
+		groups := map[uint64]bool{}
+		entries := map[uint64]bool{}
+		for _, c := range []byte(alnum) {
+			i := x.hash(prefix+string(c)) & x.index.mask
+			groups[x.index.group(i)] = true
+			entries[i] = true
+		}
+		if len(groups) != 1 || len(entries) != len(alnum) {
+			t.Errorf("%q + one digit or letter: %d groups, %d distinct entries (want 1 and %d)",
+				prefix, len(groups), len(entries), len(alnum))
+		}
+		lines := map[uint64]bool{}
+		for c := '0'; c <= '9'; c++ {
+			lines[(x.hash(prefix+string(c))&x.index.mask)/8] = true // 8 entries a cache line
+		}
+		if len(lines) > 3 { // ten neighbours: two lines, three when they start at a line's end
+			t.Errorf("%q + a decimal digit: %d cache lines of the index (want at most 3)", prefix, len(lines))
+		}
+	}
+}
+
+// A lookup must end even when every entry of its column is taken, which a
+// small index allows: the probe is bounded, not only by an empty entry.
+func TestLookupEndsOnAFullColumn(t *testing.T) {
+	x := newJobTable()
+	rng := rand.New(rand.NewPCG(7, 7))
+	perColumn := len(x.index.e) / groupSize
+	full := -1
+	for n := 0; full < 0 && n < 10*minIndexSlots; n++ {
+		j := x.alloc()
+		j.id = "id-" + strconv.Itoa(n)
+		x.put(j, x.hash(j.id))
+		if len(x.index.e) != perColumn*groupSize {
+			t.Fatalf("the index grew before any column filled")
+		}
+		for c := range groupSize {
+			taken := 0
+			for g := range perColumn {
+				if x.index.e[g*groupSize+c] != 0 {
+					taken++
+				}
+			}
+			if taken == perColumn {
+				full = c
+			}
+		}
+	}
+	if full < 0 {
+		t.Fatal("no column filled")
+	}
+	for {
+		id := "absent-" + strconv.Itoa(rng.IntN(1<<30))
+		if int(x.hash(id)&x.index.mask)%groupSize == full {
+			if j := x.get(id); j != nil {
+				t.Fatalf("get(%q) = %v, want nil", id, j)
+			}
+			return
 		}
 	}
 }
