@@ -166,10 +166,13 @@ func (t *jobTable) getFrom(id string, h, e uint64) *job {
 	return nil // a full column: insert places nothing further from home
 }
 
-// put adds a job whose id, which hashes to h, is not in the index.
+// put adds a job whose id, which hashes to h, is not in the index. Live
+// entries never fill more than three eighths of the index: it grows as soon
+// as they would, rather than at the next sweep, so that a queue that has
+// just grown is not probed at twice the load of one that grew long ago.
 func (t *jobTable) put(j *job, h uint64) {
 	x := &t.index
-	if 4*(x.used+1) > 3*len(x.e) {
+	if 4*(x.used+1) > 3*len(x.e) || 8*(x.live+1) > 3*len(x.e) {
 		t.sweep(j)
 	}
 	for !x.insert(h, j.slot, j.gen) {

@@ -48,6 +48,11 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 			if x.len() != len(want) {
 				t.Fatalf("seed %d op %d: len %d, want %d", seed, op, x.len(), len(want))
 			}
+			// Live entries never fill more than three eighths of the
+			// index, live and stale ones never more than three quarters.
+			if n := len(x.index.e); 8*x.index.live > 3*n || 4*x.index.used > 3*n {
+				t.Fatalf("seed %d op %d: %d live and %d used entries of %d", seed, op, x.index.live, x.index.used, n)
+			}
 		}
 		seen := 0
 		for id, j := range x.all() {
@@ -202,34 +207,24 @@ func TestCounterIDsShareAGroup(t *testing.T) {
 // small index allows: the probe is bounded, not only by an empty entry.
 func TestLookupEndsOnAFullColumn(t *testing.T) {
 	x := newJobTable()
-	rng := rand.New(rand.NewPCG(7, 7))
 	perColumn := len(x.index.e) / groupSize
-	full := -1
-	for n := 0; full < 0 && n < 10*minIndexSlots; n++ {
+	column := func(id string) uint64 { return x.hash(id) & x.index.mask % groupSize }
+	for n := 0; n < perColumn; n++ { // fill column 0
+		id := ""
+		for k := 0; id == "" || column(id) != 0; k++ {
+			id = "id-" + strconv.Itoa(n) + "-" + strconv.Itoa(k)
+		}
 		j := x.alloc()
-		j.id = "id-" + strconv.Itoa(n)
-		x.put(j, x.hash(j.id))
-		if len(x.index.e) != perColumn*groupSize {
-			t.Fatalf("the index grew before any column filled")
-		}
-		for c := range groupSize {
-			taken := 0
-			for g := range perColumn {
-				if x.index.e[g*groupSize+c] != 0 {
-					taken++
-				}
-			}
-			if taken == perColumn {
-				full = c
-			}
+		j.id = id
+		x.put(j, x.hash(id))
+	}
+	for g := range perColumn {
+		if x.index.e[g*groupSize] == 0 {
+			t.Fatalf("column 0 not full: group %d empty (index of %d entries)", g, len(x.index.e))
 		}
 	}
-	if full < 0 {
-		t.Fatal("no column filled")
-	}
-	for {
-		id := "absent-" + strconv.Itoa(rng.IntN(1<<30))
-		if int(x.hash(id)&x.index.mask)%groupSize == full {
+	for k := 0; ; k++ {
+		if id := "absent-" + strconv.Itoa(k); column(id) == 0 {
 			if j := x.get(id); j != nil {
 				t.Fatalf("get(%q) = %v, want nil", id, j)
 			}

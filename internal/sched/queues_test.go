@@ -513,3 +513,56 @@ func TestWorkerNamingQueuesIsServedOnlyFromThem(t *testing.T) {
 	wantIDs(t, "third pull", h.pull("named", 1))
 	wantIDs(t, "an agent naming no queue", h.pull("a1", 5), "h")
 }
+
+// A random queue's set keeps a cancelled job's entry until a pick meets it
+// or stale entries outnumber live ones (slotSet): after cancelling most of
+// a bucket's jobs, with their slots reused by new jobs of the same bucket,
+// every remaining job is handed out exactly once and no cancelled one is.
+func TestRandomQueueHandsOutEachJobOnceAfterCancels(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		h := newHarness(t, nil, seed)
+		h.queue(QueueSpec{Name: "scan", Order: OrderRandom})
+		h.worker(WorkerSpec{ID: "agent", Slots: 1000})
+		want := map[string]bool{}
+		n := 0
+		submit := func(k int) {
+			for range k {
+				n++
+				id := "job-" + itoa(n)
+				h.submit(JobSpec{ID: id, Queue: "scan"})
+				want[id] = true
+			}
+		}
+		cancel := func(k int) {
+			for id := range want {
+				if k == 0 {
+					return
+				}
+				if err := h.s.Cancel(id); err != nil {
+					t.Fatalf("Cancel(%s): %v", id, err)
+				}
+				h.check()
+				delete(want, id)
+				k--
+			}
+		}
+		submit(100)
+		cancel(80)
+		submit(30) // reuses the cancelled jobs' slots in the same bucket
+		cancel(25)
+		handOut := func(k int) {
+			for _, id := range h.pull("agent", k) {
+				if !want[id] {
+					t.Fatalf("seed %d: %s handed out (cancelled, or twice)", seed, id)
+				}
+				delete(want, id)
+			}
+		}
+		handOut(5)
+		cancel(10)
+		handOut(1000)
+		if len(want) != 0 {
+			t.Fatalf("seed %d: never handed out: %v", seed, want)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# cycleratio.sh: the scheduling core's BenchmarkCycle at queued=1000 and
+# queued=1000000, measured together many times, so that the ratio the
+# scheduling-core goals speak of (op at 10^6 ÷ op at 10^3) comes from
+# figures taken seconds apart on this shared, noisy machine.
+#
+#   bench/cycleratio.sh [-n RUNS] [-ops OPS] [BASE_REV]
+#
+# Each run is one process that measures 10^3 and then 10^6 (filling the
+# queue takes a few seconds). With BASE_REV, the same runs of that
+# revision's core alternate with this tree's, for an A/B comparison.
+# Prints every run, then the median of each column and of the ratios.
+set -euo pipefail
+
+runs=9
+ops=1000000
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	-n) runs=$2; shift 2 ;;
+	-ops) ops=$2; shift 2 ;;
+	-h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+	*) break ;;
+	esac
+done
+base=${1:-}
+
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+(cd "$root" && go test -c -o "$tmp/this.test" ./internal/sched/)
+binaries=(this)
+if [[ -n $base ]]; then
+	git -C "$root" archive "$base" | tar -x -C "$tmp" --one-top-level=base
+	(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./internal/sched/)
+	binaries+=(base)
+fi
+
+for ((r = 1; r <= runs; r++)); do
+	for b in "${binaries[@]}"; do
+		"$tmp/$b.test" -test.run '^$' -test.bench 'BenchmarkCycle/queued=(1000|1000000)$' \
+			-test.benchtime "${ops}x" |
+			awk -v b="$b" -v r="$r" '
+				/queued=1000-/ { small = $3 }
+				/queued=1000000-/ { large = $3 }
+				END { printf "%s run %d: 10^3 %.0f ns  10^6 %.0f ns  ratio %.2f\n", b, r, small, large, large / small }'
+	done
+done | tee "$tmp/runs"
+
+for b in "${binaries[@]}"; do
+	grep "^$b " "$tmp/runs" | awk -v b="$b" '
+		{ s[NR] = $5; l[NR] = $8; q[NR] = $11 }
+		function median(a, n,   i, j, t) {
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		END { printf "%s median of %d runs: 10^3 %.0f ns  10^6 %.0f ns  ratio %.2f\n", b, NR, median(s, NR), median(l, NR), median(q, NR) }'
+done
