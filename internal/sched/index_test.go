@@ -264,7 +264,10 @@ func BenchmarkIndexSweep(b *testing.B) {
 		b.StartTimer()
 		x.sweep(nil)
 		b.StopTimer()
-		if len(x.index.e) != n || x.index.used != live {
+		// A stale entry whose slot's 8-bit generation came round again
+		// looks live to a sweep (lookups compare the id too), so a few more
+		// than the live jobs may stay.
+		if len(x.index.e) != n || x.index.used > live+live/100 {
 			b.Fatalf("sweep left %d of %d entries used, want %d of %d", x.index.used, len(x.index.e), live, n)
 		}
 	}
