@@ -41,6 +41,15 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 					x.remove(j)
 					x.release(j)
 				}
+			case 2:
+				if rng.IntN(100) == 0 { // a sweep clears every stale entry
+					x.sweep(nil)
+					for i, e := range x.index.e {
+						if e != 0 && uint8(e>>48) != x.gen[uint32(e)-1] {
+							t.Fatalf("seed %d op %d: stale entry %d left by a sweep", seed, op, i)
+						}
+					}
+				}
 			}
 			if got := x.get(id); got != want[id] {
 				t.Fatalf("seed %d op %d: get(%s) = %p, want %p", seed, op, id, got, want[id])
