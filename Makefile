@@ -47,6 +47,7 @@ webtest: build
 # Benchmarks: figures go into docs/benchmarks.md with this command.
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/sched/
+	bash bench/cycleratio.sh -n 9
 	$(GO) test -run '^$$' -bench 'Protocol$$' -benchmem ./internal/backend/
 	$(GO) test -run '^$$' -bench BackendVsAsy -benchtime 30x ./internal/backend/
 	$(GO) test -run '^$$' -bench Overhead -benchtime 30x ./internal/sandbox/

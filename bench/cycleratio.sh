@@ -8,7 +8,8 @@
 #
 # Each run is one process that measures 10^3 and then 10^6 (filling the
 # queue takes a few seconds). With BASE_REV, the same runs of that
-# revision's core alternate with this tree's, for an A/B comparison.
+# revision's core alternate with this tree's, in ABBA order (a run right
+# after another's exit is often slower), for an A/B comparison.
 # Prints every run, then the median of each column and of the ratios.
 set -euo pipefail
 
@@ -37,7 +38,11 @@ if [[ -n $base ]]; then
 fi
 
 for ((r = 1; r <= runs; r++)); do
-	for b in "${binaries[@]}"; do
+	order=("${binaries[@]}")
+	if ((r % 2 == 0)); then # ABBA: neither binary always runs right after the other
+		order=($(printf '%s\n' "${binaries[@]}" | tac))
+	fi
+	for b in "${order[@]}"; do
 		"$tmp/$b.test" -test.run '^$' -test.bench 'BenchmarkCycle/queued=(1000|1000000)$' \
 			-test.benchtime "${ops}x" |
 			awk -v b="$b" -v r="$r" '
