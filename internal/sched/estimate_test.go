@@ -167,18 +167,48 @@ func TestEstimateFirstQueuedWaitsForEarliestEnd(t *testing.T) {
 }
 
 func TestEstimateUsesExpectedSuccessiveEnds(t *testing.T) {
-	// Fast runs last 1 s or 2.5 s, half and half: of two jobs that just
-	// started, one is expected to have ended after 1 s, though each one's
-	// expected end is 1.75 s; the second slot frees at 2.5 s.
-	h := asyHarness(t, 2, 1, 1, 1)
-	for range 10 {
-		h.teach(1, task("f", fast), time.Second)
-		h.teach(1, task("g", fast), 2500*time.Millisecond)
+	cases := []struct {
+		name     string
+		runs     []time.Duration // taught in this order, ten times over
+		backends int
+		running  []JobSpec // started just now
+		queued   []string
+		want     []time.Duration // of queued, in order
+	}{
+		// Fast runs last 1 s or 2.5 s, half and half: of two jobs that
+		// just started, one is expected to have ended after 1 s, though
+		// each one's expected end is 1.75 s; the second slot frees at
+		// 2.5 s.
+		{"running jobs", []time.Duration{time.Second, 2500 * time.Millisecond}, 2,
+			[]JobSpec{task("r1", fast), task("r2", fast)},
+			[]string{"q1", "q2"}, []time.Duration{time.Second, 2500 * time.Millisecond}},
+		// Fast runs last 1 s twice as often as 3 s (mean 5/3 s). q1 and
+		// q2 start at once; q3 takes the slot of the first of them to end:
+		// after 1 s but for a chance of 1/9, though each one's expected
+		// end is 5/3 s. q4 waits for the second end among q1, q2 and q3
+		// (1 s or 2 s for 20/27), q5 for the third.
+		{"queued jobs that started", []time.Duration{time.Second, time.Second, 3 * time.Second}, 2, nil,
+			[]string{"q1", "q2", "q3", "q4", "q5"}, []time.Duration{0, 0, time.Second, 2 * time.Second, 3 * time.Second}},
 	}
-	h.start(task("r1", fast), task("r2", fast))
-	h.submit(task("q1", fast), task("q2", fast))
-	wantNear(t, "q1", h.waitOf("asy", "q1"), time.Second)
-	wantNear(t, "q2", h.waitOf("asy", "q2"), 2500*time.Millisecond)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := asyHarness(t, c.backends, 1, 1, 1)
+			for i := range 10 {
+				for k, d := range c.runs {
+					h.teach(1, task("f"+strconv.Itoa(i)+"-"+strconv.Itoa(k), fast), d)
+				}
+			}
+			if len(c.running) > 0 {
+				h.start(c.running...)
+			}
+			for _, id := range c.queued {
+				h.submit(task(id, fast))
+			}
+			for i, id := range c.queued {
+				wantNear(t, id, h.waitOf("asy", id), c.want[i])
+			}
+		})
+	}
 }
 
 func TestEstimatesBadInput(t *testing.T) {
@@ -404,6 +434,7 @@ type estJob struct {
 	trueRun   time.Duration
 	estimate  time.Duration
 	known     bool
+	position  int // jobs ahead of it in its queue when it joined
 	started   bool
 	wait      time.Duration
 }
@@ -524,7 +555,8 @@ func (d *estDriver) arrive(tb testing.TB) {
 	if last.JobID != id {
 		tb.Fatalf("%s is not last in its queue: %+v", id, last)
 	}
-	d.jobs[len(d.jobs)-1].estimate, d.jobs[len(d.jobs)-1].known = last.Wait, last.Known
+	j := &d.jobs[len(d.jobs)-1]
+	j.estimate, j.known, j.position = last.Wait, last.Known, last.Position
 }
 
 func (d *estDriver) estimates(tb testing.TB) []Estimate {
@@ -638,6 +670,10 @@ func TestEstimateAccuracyUnderLoad(t *testing.T) {
 		minCounts int
 	}{
 		{"random run times, load 0.95", estimateSim{seed: 1, slots: 8, jobs: 6000, load: 0.95, mix: seed000Mix}, 0.15, 3000},
+		// At load 0.8 the counted waits are short and spread by chance: a
+		// median from the true run-time distributions would err by 0.19
+		// (docs/benchmarks.md). The model is at 0.187 with this seed.
+		{"random run times, load 0.8", estimateSim{seed: 2, slots: 8, jobs: 20_000, load: 0.8, mix: seed000Mix}, 0.20, 4000},
 		{"fixed run times, load 0.95", estimateSim{seed: 1, slots: 8, jobs: 6000, load: 0.95, mix: exactMix}, 0.05, 3000},
 		{"fixed run times, load 0.9", estimateSim{seed: 2, slots: 8, jobs: 6000, load: 0.9, mix: exactMix}, 0.05, 1500},
 	}
@@ -650,6 +686,65 @@ func TestEstimateAccuracyUnderLoad(t *testing.T) {
 			}
 			if acc.medianRelErr > c.maxErr {
 				t.Fatalf("median relative error %.3f, want at most %.2f", acc.medianRelErr, c.maxErr)
+			}
+		})
+	}
+}
+
+// medianShare returns, per band of queue positions on joining (band i holds
+// positions from[i] up to the next band's), the share of the jobs after
+// the warm-up that waited at most their estimate and how many jobs that is.
+// Jobs told no wait that had none are left out: they say nothing of the
+// estimate's bias.
+func medianShare(jobs []estJob, from []int) (share []float64, n []int) {
+	share, n = make([]float64, len(from)), make([]int, len(from))
+	for _, j := range jobs[int(warmupShare*float64(len(jobs))):] {
+		if j.estimate == 0 && j.wait == 0 {
+			continue
+		}
+		b := len(from) - 1
+		for b > 0 && j.position < from[b] {
+			b--
+		}
+		n[b]++
+		if j.wait <= j.estimate {
+			share[b]++
+		}
+	}
+	for b := range share {
+		share[b] /= float64(max(n[b], 1))
+	}
+	return share, n
+}
+
+func TestEstimatesAreMedians(t *testing.T) {
+	// The estimate is the median of the predicted wait: about half the
+	// jobs wait at most what they were told, near the head of the queue
+	// and deep in it alike. (A model that gives each queued job the slot
+	// of one earlier job for that job's mean run time tells jobs deep in
+	// the queue too long a wait: in these runs over 60 % of them, over
+	// 70 % with fast tasks only, waited less.)
+	fastOnly := []estClass{{name: "fast", share: 1, tier: fast, lo: 300 * time.Millisecond, hi: 3 * time.Second}}
+	bands := []int{0, 2, 6}
+	cases := []struct {
+		name string
+		cfg  estimateSim
+	}{
+		{"seed-000 mix, load 0.8", estimateSim{seed: 3, slots: 8, jobs: 20_000, load: 0.8, mix: seed000Mix}},
+		{"seed-000 mix, load 0.95", estimateSim{seed: 4, slots: 8, jobs: 20_000, load: 0.95, mix: seed000Mix}},
+		{"fast tasks only, load 0.8", estimateSim{seed: 5, slots: 8, jobs: 20_000, load: 0.8, mix: fastOnly}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			share, n := medianShare(newSimDriver(t, c.cfg).run(t), bands)
+			for b, from := range bands {
+				t.Logf("from position %d: %.3f of %d jobs waited at most their estimate", from, share[b], n[b])
+				if n[b] < 500 {
+					t.Fatalf("from position %d: only %d jobs", from, n[b])
+				}
+				if share[b] < 0.4 || share[b] > 0.6 {
+					t.Fatalf("from position %d: %.3f of the jobs waited at most their estimate, want 0.4 to 0.6", from, share[b])
+				}
 			}
 		})
 	}
