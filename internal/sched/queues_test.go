@@ -566,3 +566,43 @@ func TestRandomQueueHandsOutEachJobOnceAfterCancels(t *testing.T) {
 		}
 	}
 }
+
+// Seed 004: a random queue starts a random job among those ready, and
+// the draw must stay uniform as jobs are added, picked and cancelled (the
+// set swaps its last job into every hole): over many seeds, the first pick of four jobs and, after two more arrive and
+// one is cancelled, the pick among the four left must each fall on every
+// job about equally often.
+func TestRandomPickStaysUniformAsJobsComeAndGo(t *testing.T) {
+	const trials = 2000
+	first, second := make([]int, 4), make([]int, 4)
+	for seed := uint64(1); seed <= trials; seed++ {
+		h := newHarness(t, nil, seed)
+		h.queue(QueueSpec{Name: "scan", Order: OrderRandom})
+		h.worker(WorkerSpec{ID: "agent", Slots: 10})
+		for _, id := range []string{"a", "b", "c", "d"} {
+			h.submit(JobSpec{ID: id, Queue: "scan"})
+		}
+		got := h.pull("agent", 1)
+		first[got[0][0]-'a']++
+		h.submit(JobSpec{ID: "e", Queue: "scan"}, JobSpec{ID: "f", Queue: "scan"})
+		var left []string
+		for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+			if id != got[0] {
+				left = append(left, id)
+			}
+		}
+		if err := h.s.Cancel(left[0]); err != nil {
+			t.Fatal(err)
+		}
+		left = left[1:]
+		got = h.pull("agent", 1)
+		second[slices.Index(left, got[0])]++
+	}
+	for _, counts := range [][]int{first, second} {
+		for i, n := range counts {
+			if n < trials/4-100 || n > trials/4+100 { // 5 standard deviations
+				t.Fatalf("picks %v of %d: job %d chosen %d times", counts, trials, i, n)
+			}
+		}
+	}
+}
