@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // BenchmarkCycle measures one op = submit one job + assign one job (Pull) +
@@ -177,4 +178,39 @@ func benchCycle(b *testing.B, queued int) {
 	}
 	b.ReportMetric(perJob, "B/queued")
 	runtime.KeepAlive(cb)
+}
+
+// BenchmarkCyclePhases is BenchmarkCycle at 10^3 and 10^6 queued with each
+// call timed apart (submit-ns, pull-ns, complete-ns; the clock reads add
+// some tens of ns to each), so that a change in the op's cost can be put
+// on the call it comes from. Run with:
+//
+//	go test -run '^$' -bench BenchmarkCyclePhases -benchtime 500000x ./internal/sched/
+func BenchmarkCyclePhases(b *testing.B) {
+	for _, queued := range []int{1_000, 1_000_000} {
+		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) {
+			cb := newCycleBench(b)
+			for range queued {
+				cb.submit(b)
+			}
+			for range 32 {
+				cb.pull(b)
+			}
+			var submit, pull, complete time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				cb.submit(b)
+				t1 := time.Now()
+				cb.pull(b)
+				t2 := time.Now()
+				cb.completeOldest(b)
+				t3 := time.Now()
+				submit, pull, complete = submit+t1.Sub(t0), pull+t2.Sub(t1), complete+t3.Sub(t2)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(submit.Nanoseconds())/n, "submit-ns")
+			b.ReportMetric(float64(pull.Nanoseconds())/n, "pull-ns")
+			b.ReportMetric(float64(complete.Nanoseconds())/n, "complete-ns")
+		})
+	}
 }
