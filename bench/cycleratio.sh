@@ -43,7 +43,7 @@ for ((r = 1; r <= runs; r++)); do
 		order=($(printf '%s\n' "${binaries[@]}" | tac))
 	fi
 	for b in "${order[@]}"; do
-		"$tmp/$b.test" -test.run '^$' -test.bench 'BenchmarkCycle/queued=(1000|1000000)$' \
+		"$tmp/$b.test" -test.run '^$' -test.bench '^BenchmarkCycle$/^queued=(1000|1000000)$' \
 			-test.benchtime "${ops}x" |
 			awk -v b="$b" -v r="$r" '
 				/queued=1000-/ { small = $3 }
