@@ -33,7 +33,8 @@
 //     priorities and capabilities.
 //   - workflow.go: dependencies and failure propagation (seed 003).
 //   - worker.go: workers, slots and leases.
-//   - estimate.go: queue-wait estimates (seed 000).
+//   - estimate.go, forecast.go: queue-wait estimates (seed 000), and the
+//     event sweep that runs the rules forward to make them.
 //   - invariants.go: the invariants of the design, checked by tests.
 //   - targetkey.go: the key of a scan target (seed 004).
 //   - heap.go, index.go: the ordered sets and the id index the rules use.
