@@ -86,24 +86,27 @@ func (t *jobTable) addExt(j *job) *jobExt {
 	return x
 }
 
-// hash returns the index hash of a non-empty id: its low groupBits bits
-// pick the entry within a group, the bits above them the group, and the
-// top 16 bits are the entry's tag.
+// hash returns the index hash of an id: its low groupBits bits pick the
+// entry within a group, the bits above them the group, and the top 16
+// bits are the entry's tag.
 //
 // Ids that differ in their last byte alone share their group: the group
 // comes from the hash of every byte but the last, and the last byte, offset
 // by that hash, picks the entry within it. A driver numbering its jobs
 // ("asy-1230", "asy-1231", …) thus submits ten jobs in a row into
-// neighbouring entries of one group, two cache lines, instead of ten random
-// lines of a table far larger than any cache. A group holds groupSize
-// entries, more than the 62 digits and letters an id may end in, so the
-// ids of a group never collide with each other, and a collision probes the same entry of
-// the next group: each of the groupSize columns is a table of its own
-// (linear probing in steps of a group), whose runs are no longer than a
-// plain table's. The tag mixes the last byte in, so that the ids of a
-// group are told apart without reading their records.
+// neighbouring entries of one group, two cache lines, instead of ten
+// random lines of a table far larger than any cache. A group holds
+// groupSize entries, more than the 62 digits and letters an id may end in,
+// so ids that differ only in a last digit or letter never collide, and a
+// collision probes the same entry of the next group: each of the groupSize
+// columns is a table of its own (linear probing in steps of a group), whose
+// runs are no longer than a plain table's. The tag mixes the last byte in,
+// so that the ids of a group are told apart without reading their records.
 func (t *jobTable) hash(id string) uint64 {
 	n := len(id)
+	if n == 0 { // never indexed; hashed all the same
+		return strHash(id, t.seed)
+	}
 	h := strHash(id[:n-1], t.seed)
 	last := uint64(id[n-1])
 	col := uint64(lastByteColumn[last]) + h>>(64-groupBits)
