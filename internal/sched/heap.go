@@ -192,9 +192,12 @@ func (t *winnerTree) add(b *bucket, key uint64, first uint32) {
 	t.set(b.pos, treeEntry{key, b.num, first})
 }
 
-// update gives a bucket's leaf a new first job and its key.
+// update gives a bucket's leaf a new first job and its key. The bucket's
+// number is read from the leaf, whose line the update writes anyway, not
+// from the second line of the bucket's record.
 func (t *winnerTree) update(b *bucket, key uint64, first uint32) {
-	t.set(b.pos, treeEntry{key, b.num, first})
+	leaf := t.w[t.k+int(b.pos)]
+	t.set(b.pos, treeEntry{key, leaf.b, first})
 }
 
 // remove frees a bucket's leaf.
