@@ -40,15 +40,17 @@ type bucket struct {
 	tier    int8
 	flags   uint8
 	// Second cache line.
-	gates  []gateRef // every gate the bucket holds
-	set    slotSet   // random queues, while not visible (see bucketSet)
-	num    uint32    // the bucket's number in its table
-	qpos   int32     // index in queue.buckets
-	listed bool      // in Scheduler.idleList
+	gates []gateRef // every gate the bucket holds
+	set   slotSet   // random queues, while not visible (see bucketSet)
+	num   uint32    // the bucket's number in its table
+	qpos  int32     // index in queue.buckets
 }
 
-// manyGates marks a bucket with more than one gate.
-const manyGates uint8 = 1
+// Bucket flags.
+const (
+	manyGates uint8 = 1 << iota // more than one gate
+	listed                      // in Scheduler.idleList
+)
 
 // gateRef is a gate a bucket holds and the bucket's index in gate.buckets.
 type gateRef struct {
@@ -223,11 +225,24 @@ func (s *Scheduler) attach(b *bucket, g *gate) {
 func (s *Scheduler) refBucket(b *bucket) {
 	if b.refs == 0 {
 		s.idleBuckets--
-		for _, r := range b.gates {
-			r.g.live++
-		}
+		s.countLive(b, 1)
 	}
 	b.refs++
+}
+
+// countLive adds d to the live buckets of every gate of bucket b. A bucket
+// with one gate finds its counters from its first cache line (gate0), as
+// hold does, rather than through its gates and the gate.
+func (s *Scheduler) countLive(b *bucket, d int32) {
+	if b.flags&manyGates == 0 {
+		if b.gate0 != 0 {
+			s.gcs.at(b.gate0 - 1).live += d
+		}
+		return
+	}
+	for _, r := range b.gates {
+		r.g.live += d
+	}
 }
 
 // releaseBucket drops a job's reference. A bucket left without jobs stays
@@ -240,12 +255,10 @@ func (s *Scheduler) releaseBucket(b *bucket) {
 	if b.refs > 0 {
 		return
 	}
-	for _, r := range b.gates {
-		r.g.live--
-	}
+	s.countLive(b, -1)
 	s.idleBuckets++
-	if !b.listed {
-		b.listed = true
+	if b.flags&listed == 0 {
+		b.flags |= listed
 		s.idleList = append(s.idleList, b)
 	}
 	if s.idleBuckets > maxIdleBuckets && 2*s.idleBuckets > s.nbuckets {
@@ -259,7 +272,7 @@ func (s *Scheduler) releaseBucket(b *bucket) {
 // idle one is dropped all the same.
 func (s *Scheduler) sweepBuckets() {
 	for _, b := range s.idleList {
-		b.listed = false
+		b.flags &^= listed
 		if b.queue != nil && b.refs == 0 {
 			s.dropBucket(b)
 		}

@@ -285,7 +285,7 @@ func (c *checker) buckets() {
 			n++
 			if b.refs == 0 {
 				idle++
-				if !b.listed {
+				if b.flags&listed == 0 {
 					c.fail("idle bucket %q of %s is not listed for the sweep", b.sig, q.spec.Name)
 				}
 			}
