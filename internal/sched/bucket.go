@@ -44,6 +44,7 @@ type bucket struct {
 	set   slotSet   // random queues, while not visible (see bucketSet)
 	num   uint32    // the bucket's number in its table
 	qpos  int32     // index in queue.buckets
+	_     [8]byte   // to 128 bytes, so that no record straddles a cache line
 }
 
 // Bucket flags.
