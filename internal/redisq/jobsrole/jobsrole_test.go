@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/testbin"
@@ -22,17 +23,8 @@ const admin = "usher_jobsrole-test-admin-token"
 func TestServesV1OnlyWhileLeading(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := t.Context()
-	rdb, err := redisq.Open(ctx, srv.URL(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	rdb, ln, base := connectAndListen(t, srv)
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
 	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
 		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
@@ -81,6 +73,22 @@ func TestServesV1OnlyWhileLeading(t *testing.T) {
 	}
 }
 
+// connectAndListen opens a client of srv, closed when the test ends, and a
+// loopback listener for the role's /v1, with its base URL.
+func connectAndListen(t *testing.T, srv *redistest.Server) (redis.UniversalClient, net.Listener, string) {
+	t.Helper()
+	rdb, err := redisq.Open(t.Context(), srv.URL(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdb, ln, "http://" + ln.Addr().String()
+}
+
 func get(t *testing.T, url string) int {
 	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
@@ -111,18 +119,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestTermBeginningWhileRedisIsDownServesOnceItIsBack(t *testing.T) {
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	ctx := t.Context()
-	rdb, err := redisq.Open(ctx, srv.URL(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	rdb, ln, base := connectAndListen(t, srv)
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	var logs testbin.LogBuffer
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
 	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
 		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
