@@ -29,7 +29,8 @@ type Update struct {
 	End string
 }
 
-// Estimate is a queued task's expected wait and place in the queue; Known
+// Estimate is a queued task's estimated wait (the median the core
+// predicts) and place in the queue; Known
 // is false while no backend could ever run it.
 type Estimate struct {
 	Wait  time.Duration
