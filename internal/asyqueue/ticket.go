@@ -30,8 +30,8 @@ type Update struct {
 }
 
 // Estimate is a queued task's estimated wait (the median the core
-// predicts) and place in the queue; Known
-// is false while no backend could ever run it.
+// predicts) and place in the queue; Known is false while no backend could
+// ever run it.
 type Estimate struct {
 	Wait  time.Duration
 	Known bool
