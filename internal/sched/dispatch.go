@@ -107,6 +107,7 @@ func (s *Scheduler) Dispatch() []Assignment {
 			s.dequeueFrom(j, b)
 			out = append(out, Assignment{})
 			s.start(j, b, w, &out[len(out)-1])
+			s.prefetchHead(b.queue)
 		}
 	}
 	return out
@@ -144,6 +145,9 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 		if b := from.spec.Batch; b > 0 && got+1 >= b {
 			break
 		}
+	}
+	if from != nil {
+		s.prefetchHead(from)
 	}
 	return dst, nil
 }

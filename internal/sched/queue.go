@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -16,7 +17,8 @@ type queue struct {
 	tree    []winnerTree // FIFO: per tier
 	sets    []bucketSet  // random: per tier
 	strict  jobHeap
-	buckets []*bucket // every bucket of the queue, idle ones included
+	buckets []*bucket              // every bucket of the queue, idle ones included
+	draws   [2 * drawsAhead]uint64 // random: the next picks' draws (see randomHead)
 
 	queued, waiting, delayed, running int
 }
@@ -52,6 +54,9 @@ func (s *Scheduler) DefineQueue(spec QueueSpec) error {
 	if !ok {
 		s.queueSeq++
 		q = &queue{spec: spec, num: s.queueSeq}
+		for i := range q.draws {
+			q.draws[i] = s.rng.Uint64()
+		}
 		q.resetReady(len(s.tiers))
 		s.queues[spec.Name] = q
 		s.queueNames.clear()
@@ -299,7 +304,10 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 }
 
 // randomHead picks a random visible bucket of the tiers below limit, then a
-// random job in it (seed 004's two randints).
+// random job in it (seed 004's two randints). Its two draws were made
+// drawsAhead picks earlier, so that prefetchHead can fetch what they name
+// ahead of this pick. Nothing reads them in between, so the pick is as
+// uniform as one drawn now.
 func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	total := 0
 	for t := 0; t < below; t++ {
@@ -308,15 +316,43 @@ func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	if total == 0 {
 		return nil, nil
 	}
-	r := s.rng.IntN(total)
+	d := q.draws
+	copy(q.draws[:], d[2:])
+	q.draws[len(d)-2], q.draws[len(d)-1] = s.rng.Uint64(), s.rng.Uint64()
+	e := q.randomEntry(below, s.bounded(d[0], total))
+	set := e.jobs
+	return s.jobs.at(set[s.bounded(d[1], len(set))]), s.bkts.at(e.b)
+}
+
+// randomEntry returns the r-th visible bucket of the tiers below limit.
+func (q *queue) randomEntry(below, r int) *setEntry {
 	for t := 0; t < below; t++ {
 		if n := len(q.sets[t]); r >= n {
 			r -= n
 			continue
 		}
-		e := &q.sets[t][r]
-		b, set := s.bkts.at(e.b), e.jobs
-		return s.jobs.at(set[s.rng.IntN(len(set))]), b
+		return &q.sets[t][r]
 	}
-	return nil, nil
+	panic("sched: random pick out of range")
+}
+
+// bounded maps a uniform 64-bit draw d to a uniform number in [0, n), with
+// a fresh draw in the rare case boundedBy rejects d.
+func (s *Scheduler) bounded(d uint64, n int) int {
+	if i, ok := boundedBy(d, n); ok {
+		return i
+	}
+	return s.rng.IntN(n)
+}
+
+// boundedBy maps a uniform 64-bit draw to a uniform number in [0, n) by
+// Lemire's multiply-and-reject; ok is false for the few draws it rejects
+// (fewer than n in 2^64), which are no more likely for one result than
+// another.
+func boundedBy(d uint64, n int) (int, bool) {
+	hi, lo := bits.Mul64(d, uint64(n))
+	if lo < uint64(n) && lo < -uint64(n)%uint64(n) {
+		return 0, false
+	}
+	return int(hi), true
 }

@@ -2,6 +2,9 @@ package sched
 
 import (
 	"errors"
+	"math"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -602,6 +605,32 @@ func TestRandomPickStaysUniformAsJobsComeAndGo(t *testing.T) {
 		for i, n := range counts {
 			if n < trials/4-100 || n > trials/4+100 { // 5 standard deviations
 				t.Fatalf("picks %v of %d: job %d chosen %d times", counts, trials, i, n)
+			}
+		}
+	}
+}
+
+// TestBoundedDrawIsLemiresMap checks the map from a 64-bit draw to [0, n)
+// behind random picks drawn ahead: the result is the high word of d·n, and
+// exactly the draws whose low word falls below 2^64 mod n are rejected,
+// which leaves every result the same number of accepted draws.
+func TestBoundedDrawIsLemiresMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ns := []int{1, 2, 3, 7, 10, 64, 1000, 1<<31 - 1, 1 << 40, 1<<62 + 12345}
+	ds := []uint64{0, 1, math.MaxUint64, math.MaxUint64 / 2, 1 << 63}
+	for range 2000 {
+		ds = append(ds, rng.Uint64())
+	}
+	for _, n := range ns {
+		threshold := -uint64(n) % uint64(n) // 2^64 mod n
+		for _, d := range ds {
+			hi, lo := bits.Mul64(d, uint64(n))
+			i, ok := boundedBy(d, n)
+			if want := lo >= threshold; ok != want {
+				t.Fatalf("boundedBy(%d, %d) ok %v, want %v", d, n, ok, want)
+			}
+			if ok && (i != int(hi) || i < 0 || i >= n) {
+				t.Fatalf("boundedBy(%d, %d) = %d, want %d", d, n, i, hi)
 			}
 		}
 	}

@@ -103,7 +103,7 @@ func TestSimulationCatchesBrokenRules(t *testing.T) {
 			r.m.jobs["j2"].deps = []string{"j1"}
 		}, "start of j2 on w0: dependency j1 is running"},
 		{"HighestPriorityQueueWins", 1, func(t *testing.T, r *simRun) {
-			simNoErr(t, r.s.DefineQueue(QueueSpec{Name: "q1"}))
+			simNoErr(t, r.s.DefineQueue(QueueSpec{Name: "q1", Priority: -1})) // the core serves q0 first
 			r.m.queues["q1"] = QueueSpec{Name: "q1", Priority: 1}
 			simDo(t, r, simSubmitOp(JobSpec{ID: "j1", Queue: "q0"}))
 			simDo(t, r, simSubmitOp(JobSpec{ID: "j2", Queue: "q1"}))

@@ -1,0 +1,97 @@
+package sched
+
+import "unsafe"
+
+// prefetchRecord asks the CPU to start fetching the cache lines of a record
+// the core will read in a later call, so that the read then finds them in
+// cache instead of waiting for memory. It is a hint: it changes nothing the
+// core computes, and on an architecture without an assembly version
+// (prefetch_other.go) it does nothing.
+func prefetchRecord[T any](p *T) {
+	a := unsafe.Pointer(p)
+	for off := uintptr(0); off < unsafe.Sizeof(*p); off += 64 {
+		prefetch(unsafe.Add(a, off))
+	}
+}
+
+// drawsAhead is how many picks ahead a random queue draws: one for each
+// step of prefetchRandomPicks.
+const drawsAhead = 3
+
+// prefetchHead starts fetching the records the next pick from queue q will
+// read, so that a queue served a million jobs ago does not stall the next
+// pull on memory: one op of lead lets those reads overlap the rest of the
+// op. For a FIFO queue that is its head and the head's bucket. A random
+// pick reads a chain: its bucket's entry in the ready index, a slot of the
+// bucket's set, the job in that slot, the job a removal from the set moves,
+// and the bucket and its gate. Each link needs the one before in cache, so
+// each call fetches one link for each of the next drawsAhead picks: the
+// entry of the third, the slots and bucket of the second, the jobs and gate
+// of the next. A submission or another pick in between may change a pick;
+// the prefetch is then wasted, never wrong.
+func (s *Scheduler) prefetchHead(q *queue) {
+	switch q.spec.Order {
+	case OrderFIFO:
+		s.prefetchFIFOHead(q)
+	case OrderRandom:
+		s.prefetchRandomPicks(q)
+	}
+}
+
+// prefetchFIFOHead fetches the first job of a FIFO queue and its bucket.
+func (s *Scheduler) prefetchFIFOHead(q *queue) {
+	best := treeEntry{key: noKey}
+	for t := range q.tree {
+		if e, ok := q.tree[t].top(); ok && e.key < best.key {
+			best = e
+		}
+	}
+	if best.key != noKey {
+		prefetchRecord(s.jobs.at(best.first))
+		prefetchRecord(s.bkts.at(best.b))
+	}
+}
+
+// prefetchRandomPicks fetches one link of each of the next three picks of
+// a random queue, the farthest first; d[0], d[1] are the next pick's draws.
+func (s *Scheduler) prefetchRandomPicks(q *queue) {
+	total := 0
+	for t := range q.sets {
+		total += len(q.sets[t])
+	}
+	if total == 0 {
+		return
+	}
+	d := &q.draws
+	if r, ok := boundedBy(d[4], total); ok {
+		prefetchRecord(q.randomEntry(len(q.sets), r))
+	}
+	if e, i := q.drawnSlot(total, d[2], d[3]); e != nil {
+		prefetch(unsafe.Pointer(&e.jobs[i]))
+		prefetch(unsafe.Pointer(&e.jobs[len(e.jobs)-1]))
+		prefetchRecord(s.bkts.at(e.b))
+	}
+	if e, i := q.drawnSlot(total, d[0], d[1]); e != nil {
+		prefetchRecord(s.jobs.at(e.jobs[i]))
+		prefetchRecord(s.jobs.at(e.jobs[len(e.jobs)-1]))
+		if b := s.bkts.at(e.b); b.gate0 != 0 {
+			prefetchRecord(s.gcs.at(b.gate0 - 1))
+		}
+	}
+}
+
+// drawnSlot returns the set entry and the index in its set that the draws
+// d0 and d1 pick among total visible buckets, or nil for draws that
+// boundedBy rejects.
+func (q *queue) drawnSlot(total int, d0, d1 uint64) (*setEntry, int) {
+	r, ok := boundedBy(d0, total)
+	if !ok {
+		return nil, 0
+	}
+	e := q.randomEntry(len(q.sets), r)
+	i, ok := boundedBy(d1, len(e.jobs))
+	if !ok {
+		return nil, 0
+	}
+	return e, i
+}
