@@ -7,12 +7,7 @@ import "unsafe"
 // cache instead of waiting for memory. It is a hint: it changes nothing the
 // core computes, and on an architecture without an assembly version
 // (prefetch_other.go) it does nothing.
-func prefetchRecord[T any](p *T) {
-	a := unsafe.Pointer(p)
-	for off := uintptr(0); off < unsafe.Sizeof(*p); off += 64 {
-		prefetch(unsafe.Add(a, off))
-	}
-}
+func prefetchRecord[T any](p *T) { prefetchLines(unsafe.Pointer(p), unsafe.Sizeof(*p)) }
 
 // drawsAhead is how many picks ahead a random queue draws: one for each
 // step of prefetchRandomPicks.
@@ -67,8 +62,8 @@ func (s *Scheduler) prefetchRandomPicks(q *queue) {
 		prefetchRecord(q.randomEntry(len(q.sets), r))
 	}
 	if e, i := q.drawnSlot(total, d[2], d[3]); e != nil {
-		prefetch(unsafe.Pointer(&e.jobs[i]))
-		prefetch(unsafe.Pointer(&e.jobs[len(e.jobs)-1]))
+		prefetchRecord(&e.jobs[i])
+		prefetchRecord(&e.jobs[len(e.jobs)-1])
 		prefetchRecord(s.bkts.at(e.b))
 	}
 	if e, i := q.drawnSlot(total, d[0], d[1]); e != nil {

@@ -1,7 +1,12 @@
 #include "textflag.h"
 
-// func prefetch(p unsafe.Pointer)
-TEXT ·prefetch(SB), NOSPLIT|NOFRAME, $0-8
+// func prefetchLines(p unsafe.Pointer, n uintptr)
+TEXT ·prefetchLines(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+next:
 	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	SUBQ $64, CX
+	JHI  next
 	RET

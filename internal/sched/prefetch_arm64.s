@@ -1,7 +1,12 @@
 #include "textflag.h"
 
-// func prefetch(p unsafe.Pointer)
-TEXT ·prefetch(SB), NOSPLIT|NOFRAME, $0-8
+// func prefetchLines(p unsafe.Pointer, n uintptr)
+TEXT ·prefetchLines(SB), NOSPLIT|NOFRAME, $0-16
 	MOVD p+0(FP), R0
+	MOVD n+8(FP), R1
+next:
 	PRFM (R0), PLDL1KEEP
+	ADD  $64, R0
+	SUBS $64, R1
+	BHI  next
 	RET

@@ -4,8 +4,9 @@ package sched
 
 import "unsafe"
 
-// prefetch starts fetching the cache line at p (PREFETCHT0 on amd64, PRFM
-// PLDL1KEEP on arm64). It never faults, whatever p is.
+// prefetchLines starts fetching the cache lines of the n bytes at p (at
+// least one line), with PREFETCHT0 on amd64 and PRFM PLDL1KEEP on arm64.
+// It never faults, whatever p is.
 //
 //go:noescape
-func prefetch(p unsafe.Pointer)
+func prefetchLines(p unsafe.Pointer, n uintptr)

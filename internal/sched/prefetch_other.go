@@ -4,5 +4,5 @@ package sched
 
 import "unsafe"
 
-// prefetch does nothing where the core has no assembly version.
-func prefetch(unsafe.Pointer) {}
+// prefetchLines does nothing where the core has no assembly version.
+func prefetchLines(unsafe.Pointer, uintptr) {}
