@@ -610,6 +610,42 @@ func TestRandomPickStaysUniformAsJobsComeAndGo(t *testing.T) {
 	}
 }
 
+// TestRandomBucketPickIsUniformOverTheBucketsAtPickTime: a random queue
+// draws its picks ahead of time (when it is defined, then at each pick),
+// so its buckets may change between the draw and the pick. The pick must
+// still be uniform over the buckets visible when it is made: here four
+// buckets appear after the draws, one of them empties and a fifth appears,
+// and each of the four buckets then visible must be picked a quarter of
+// the time.
+func TestRandomBucketPickIsUniformOverTheBucketsAtPickTime(t *testing.T) {
+	const trials = 2000
+	counts := map[string]int{}
+	for seed := uint64(1); seed <= trials; seed++ {
+		h := newHarness(t, nil, seed)
+		h.queue(QueueSpec{Name: "scan", Order: OrderRandom})
+		h.worker(WorkerSpec{ID: "agent", Slots: 10})
+		h.submit(JobSpec{ID: "a", Queue: "scan", Keys: []string{"k0"}},
+			JobSpec{ID: "b", Queue: "scan", Keys: []string{"k1"}},
+			JobSpec{ID: "c", Queue: "scan", Keys: []string{"k2"}},
+			JobSpec{ID: "d", Queue: "scan", Keys: []string{"k3"}})
+		if err := h.s.Cancel("a"); err != nil { // k0's bucket empties
+			t.Fatal(err)
+		}
+		h.submit(JobSpec{ID: "e", Queue: "scan", Keys: []string{"k4"}})
+		first := h.pull("agent", 1)[0]
+		if first == "a" {
+			t.Fatalf("seed %d: the cancelled job was handed out", seed)
+		}
+		counts[first]++
+	}
+	for _, id := range []string{"b", "c", "d", "e"} {
+		// Four buckets, each a quarter: 500 ± 5 standard deviations (97).
+		if n := counts[id]; n < trials/4-97 || n > trials/4+97 {
+			t.Fatalf("picks %v of %d: job %s chosen %d times", counts, trials, id, n)
+		}
+	}
+}
+
 // TestBoundedDrawIsLemiresMap checks the map from a 64-bit draw to [0, n)
 // behind random picks drawn ahead: the result is the high word of d·n, and
 // exactly the draws whose low word falls below 2^64 mod n are rejected,
