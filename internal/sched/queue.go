@@ -306,8 +306,9 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 // randomHead picks a random visible bucket of the tiers below limit, then a
 // random job in it (seed 004's two randints). Its two draws were made
 // drawsAhead picks earlier, so that prefetchHead can fetch what they name
-// ahead of this pick. Nothing reads them in between, so the pick is as
-// uniform as one drawn now.
+// ahead of this pick. Nothing decides anything on them before the pick, so
+// the pick is as uniform over the buckets and jobs it finds as one drawn
+// now.
 func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	total := 0
 	for t := 0; t < below; t++ {
