@@ -180,7 +180,7 @@ func TestClientLeavesWhileQueuedAndWhileRunning(t *testing.T) {
 	queued := func(m asyclient.Message) bool { return m.Verb == "queue" && !m.Passed }
 
 	// A spins on the only backend; B waits behind it and leaves.
-	a := submit("a.asy", spin, 10*time.Second)
+	a := submit("a.asy", spin, 30*time.Second)
 	readUntil(ctx, t, a, "A running", running)
 	b := submit("b.asy", "draw((0,0)--(1,1));\n", 3*time.Second)
 	readUntil(ctx, t, b, "B queued", queued)
@@ -200,10 +200,12 @@ func TestClientLeavesWhileQueuedAndWhileRunning(t *testing.T) {
 	})
 
 	// A leaves while running: its run is aborted and the backend is free
-	// for C at once, long before A's 10 s limit.
+	// for C at once, long before A's 30 s limit. C gets the medium tier's
+	// 10 s, so that a loaded machine (CI runs every package at once on two
+	// cores) cannot stop a one-line figure at the fast tier's 3 s.
 	a.Close()
 	start := time.Now()
-	c := submit("c.asy", "draw((0,0)--(2,1));\n", 3*time.Second)
+	c := submit("c.asy", "draw((0,0)--(2,1));\n", 10*time.Second)
 	if final := readFinal(ctx, t, c); !final.Success {
 		t.Fatalf("C after A left: %s %q", final.Verb, final.Error)
 	}
