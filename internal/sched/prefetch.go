@@ -35,13 +35,7 @@ func (s *Scheduler) prefetchHead(q *queue) {
 
 // prefetchFIFOHead fetches the first job of a FIFO queue and its bucket.
 func (s *Scheduler) prefetchFIFOHead(q *queue) {
-	best := treeEntry{key: noKey}
-	for t := range q.tree {
-		if e, ok := q.tree[t].top(); ok && e.key < best.key {
-			best = e
-		}
-	}
-	if best.key != noKey {
+	if best := q.firstInOrder(len(q.tree)); best.key != noKey {
 		prefetchRecord(s.jobs.at(best.first))
 		prefetchRecord(s.bkts.at(best.b))
 	}
@@ -50,10 +44,7 @@ func (s *Scheduler) prefetchFIFOHead(q *queue) {
 // prefetchRandomPicks fetches one link of each of the next three picks of
 // a random queue, the farthest first; d[0], d[1] are the next pick's draws.
 func (s *Scheduler) prefetchRandomPicks(q *queue) {
-	total := 0
-	for t := range q.sets {
-		total += len(q.sets[t])
-	}
+	total := q.visibleBuckets(len(q.sets))
 	if total == 0 {
 		return
 	}

@@ -291,16 +291,34 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	case OrderRandom:
 		return s.randomHead(q, below)
 	}
+	best := q.firstInOrder(below)
+	if best.key == noKey {
+		return nil, nil
+	}
+	return s.jobs.at(best.first), s.bkts.at(best.b)
+}
+
+// firstInOrder returns the ready-index entry of a FIFO queue's first
+// visible bucket among tiers below limit; its key is noKey when there is
+// none.
+func (q *queue) firstInOrder(below int) treeEntry {
 	best := treeEntry{key: noKey}
 	for t := 0; t < below; t++ {
 		if e, ok := q.tree[t].top(); ok && e.key < best.key {
 			best = e
 		}
 	}
-	if best.key == noKey {
-		return nil, nil
+	return best
+}
+
+// visibleBuckets returns how many buckets of a random queue's tiers below
+// limit are visible.
+func (q *queue) visibleBuckets(below int) int {
+	total := 0
+	for t := 0; t < below; t++ {
+		total += len(q.sets[t])
 	}
-	return s.jobs.at(best.first), s.bkts.at(best.b)
+	return total
 }
 
 // randomHead picks a random visible bucket of the tiers below limit, then a
@@ -310,10 +328,7 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 // the pick is as uniform over the buckets and jobs it finds as one drawn
 // now.
 func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
-	total := 0
-	for t := 0; t < below; t++ {
-		total += len(q.sets[t])
-	}
+	total := q.visibleBuckets(below)
 	if total == 0 {
 		return nil, nil
 	}
