@@ -136,7 +136,14 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 	store := jobstore.New(r.cfg.Client, r.cfg.Keys, jobstore.Fence{Key: r.cfg.Keys.Leader(), Token: token}, log)
 	defer store.Close()
 	engine, err := r.open(ctx, store, log)
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil || errors.Is(err, jobstore.ErrFenced):
+		// The term ended (a kill, a lost lease, another leader) before
+		// Redis could be read: nothing failed, the next leader rebuilds.
+		log.Info("jobs: the term ended before the engine was rebuilt", "err", err)
+		return
+	default:
 		log.Error("jobs: rebuilding the engine from redis failed; /v1 stays unserved this term", "err", err)
 		return
 	}

@@ -159,3 +159,42 @@ func TestTermBeginningWhileRedisIsDownServesOnceItIsBack(t *testing.T) {
 	endTerm()
 	<-done
 }
+
+// A term that ends while the engine is still being rebuilt (Redis down,
+// then the lease lost or the node stopping) is not a failure: the role
+// stops retrying, logs no error and leaves /v1 to the next leader.
+func TestTermEndingBeforeTheRebuildLogsNoError(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	rdb, ln, base := connectAndListen(t, srv)
+	keys := redisq.NewKeys(redisq.DefaultPrefix)
+	var logs testbin.LogBuffer
+	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
+		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	term, endTerm := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.WhileLeading(term, "1:a") }()
+	waitFor(t, "the term retries the rebuild", func() bool {
+		return logs.Contains("cannot rebuild the engine from redis; retrying")
+	})
+	endTerm()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WhileLeading went on after its term ended")
+	}
+	if logs.Contains("level=ERROR") {
+		t.Fatalf("a term that ended before the rebuild logged an error:\n%s", logs.String())
+	}
+	if !logs.Contains("the term ended before the engine was rebuilt") {
+		t.Fatalf("the early end of the term is not logged:\n%s", logs.String())
+	}
+	if _, ok := r.Stats(); ok {
+		t.Fatal("after the term: Stats reports an engine")
+	}
+}
