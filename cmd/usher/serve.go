@@ -47,7 +47,9 @@ written to usher-admin.token beside the data file.
 
 Multi-node mode: with --redis, this process is one of many queue servers
 in front of one Redis; tasks go to the elected 'usher scheduler' and run on
-'usher backend --redis' processes (docs/redis.md). /v1 is not served then.
+'usher backend --redis' processes (docs/redis.md). /v1 requests go to the
+leading scheduler, which keeps the tokens in Redis: give --admin-token and
+--admin-token-file to 'usher scheduler' then.
 
 Endpoints: /asy (seed 001's queue protocol, docs/protocol.md), /v1, /livez,
 /readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting

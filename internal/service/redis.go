@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/usherhq/usher/internal/asyqueue"
@@ -31,4 +32,20 @@ func (s *Service) openRedis(ctx context.Context) (*frontend.Queue, error) {
 		Keys: redisq.NewKeys(prefix), Tiers: asyqueue.Tiers(s.cfg.MediumLimit, s.cfg.SlowLimit), Node: rc.Node,
 		MaxQueued: dc.MaxQueued, MaxQueuedPerClient: dc.MaxQueuedPerClient, Logger: s.cfg.Logger,
 	}), nil
+}
+
+// checkRedisMode refuses settings that a queue server of multi-node mode
+// would ignore: its tasks run on the backends registered in Redis, and
+// /v1 with its tokens belongs to the leading scheduler.
+func (c *Config) checkRedisMode() error {
+	if c.Redis.URL == "" {
+		return nil
+	}
+	if c.LocalBackends > 0 || len(c.RemoteBackends) > 0 {
+		return errors.New("with Redis the backends register there (usher backend --redis): give no local or remote backends")
+	}
+	if c.Jobs.AdminToken != "" || c.Jobs.AdminTokenFile != "" {
+		return errors.New("with Redis the /v1 tokens live there and the leading scheduler serves /v1: give --admin-token or --admin-token-file to usher scheduler")
+	}
+	return nil
 }

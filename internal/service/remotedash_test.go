@@ -2,10 +2,13 @@ package service
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -296,5 +299,50 @@ func TestRedisModeMetricsLeaveJobsToTheLeader(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if strings.Contains(string(body), "usher_jobs_") || !strings.Contains(string(body), "go_goroutines") {
 		t.Fatalf("/metrics of a queue server in multi-node mode:\n%s", body)
+	}
+}
+
+// A queue server of multi-node mode keeps no /v1 state of its own: the
+// tokens live in Redis and the leader serves /v1, so it writes no admin
+// token file (one the leader would refuse) and opens no jobs engine.
+func TestRedisModeQueueServerWritesNoAdminToken(t *testing.T) {
+	f := startRedisFront(t)
+	dir := filepath.Dir(f.cfg.DataPath)
+	if _, err := os.Stat(filepath.Join(dir, "usher-admin.token")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a queue server in multi-node mode wrote usher-admin.token beside its data (stat: %v)", err)
+	}
+	if f.logs.Contains("admin token") {
+		t.Fatalf("a queue server in multi-node mode logged about an admin token:\n%s", f.logs.String())
+	}
+}
+
+// Settings a queue server of multi-node mode would ignore are refused,
+// naming where they belong.
+func TestRedisModeRefusesSettingsItWouldIgnore(t *testing.T) {
+	url := redistest.Start(t).URL()
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"local backends", func(c *Config) { c.LocalBackends = 1 }, "give no local or remote backends"},
+		{"remote backend", func(c *Config) { c.RemoteBackends = []string{"ws://127.0.0.1:1"} }, "give no local or remote backends"},
+		{"admin token", func(c *Config) { c.Jobs.AdminToken = redisAdmin }, "give --admin-token or --admin-token-file to usher scheduler"},
+		{"admin token file", func(c *Config) { c.Jobs.AdminTokenFile = filepath.Join(t.TempDir(), "tok") }, "to usher scheduler"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Logger: slog.New(slog.DiscardHandler), DataPath: filepath.Join(t.TempDir(), "usher.db"),
+				Redis: RedisConfig{URL: url, Node: "front-1"}}
+			tc.mutate(&cfg)
+			svc, err := New(cfg)
+			if err == nil {
+				svc.close()
+				t.Fatal("New accepted it")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v; want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -156,8 +156,8 @@ func (s *Service) open(ctx context.Context) error {
 			return err
 		}
 	}
-	if s.cfg.Redis.URL != "" && (s.cfg.LocalBackends > 0 || len(s.cfg.RemoteBackends) > 0) {
-		return errors.New("with Redis the backends register there (usher backend --redis): give no local or remote backends")
+	if err := s.cfg.checkRedisMode(); err != nil {
+		return err
 	}
 	if s.cfg.LocalBackends > 0 {
 		scfg := s.cfg.Sandbox
@@ -186,13 +186,13 @@ func (s *Service) open(ctx context.Context) error {
 	if s.shares, err = shares.Open(ctx, db, s.queueCfg.MaxFiles, shareBytes); err != nil {
 		return err
 	}
-	if err := s.openJobs(ctx); err != nil {
-		return err
-	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.cfg.Redis.URL == "" {
-		// In multi-node mode the local engine is empty: the leading
-		// scheduler runs /v1 and exports usher_jobs_* itself.
+		// In multi-node mode the leading scheduler runs /v1, keeps its
+		// tokens in Redis and exports usher_jobs_* itself.
+		if err := s.openJobs(ctx); err != nil {
+			return err
+		}
 		s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
 	}
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
@@ -256,9 +256,11 @@ func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
 // the service can take tasks.
 func (s *Service) Start() error {
 	go s.d.Run(s.ctx)
-	go s.jobs.Run(s.ctx)
-	if s.cfg.Jobs.Retention > 0 {
-		go s.jobStore.Prune(s.ctx, s.cfg.Jobs.Retention, time.Hour)
+	if s.jobs != nil {
+		go s.jobs.Run(s.ctx)
+		if s.cfg.Jobs.Retention > 0 {
+			go s.jobStore.Prune(s.ctx, s.cfg.Jobs.Retention, time.Hour)
+		}
 	}
 	for i := range s.cfg.LocalBackends {
 		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), backend.Sandbox(s.runner)); err != nil {
@@ -312,7 +314,9 @@ func (s *Service) shutdown(srv *http.Server) error {
 		grace = 30 * time.Second
 	}
 	s.cfg.Logger.Info("usher shutting down", "grace", grace)
-	s.jobs.Drain()
+	if s.jobs != nil {
+		s.jobs.Drain()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = srv.Shutdown(ctx) // hijacked WebSocket connections are not waited for here
