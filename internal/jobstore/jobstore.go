@@ -47,6 +47,10 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_unfinished ON jobs(id) WHERE state < 2;
 CREATE INDEX jobs_by_workflow ON jobs(workflow, id) WHERE workflow IS NOT NULL;
 CREATE TABLE job_deps (job INTEGER NOT NULL, dep INTEGER NOT NULL, PRIMARY KEY (job, dep)) WITHOUT ROWID;
+`, `
+-- The next job and workflow ids, as a prune leaves them: a pruned id is
+-- never handed out again, even when it was the newest.
+CREATE TABLE job_next_ids (kind TEXT PRIMARY KEY, next INTEGER NOT NULL) WITHOUT ROWID;
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -94,6 +98,13 @@ func Open(ctx context.Context, db *sql.DB, log *slog.Logger) (*Store, error) {
 	return s, nil
 }
 
+// nextIDQuery gives the next id of a kind ("jobs" or "workflows"): one
+// past the largest there is or, when a prune deleted the largest, was.
+const nextIDQuery = `SELECT max(
+	coalesce((SELECT next FROM job_next_ids WHERE kind = ?1), 1),
+	coalesce((SELECT max(id) FROM jobs WHERE ?1 = 'jobs'), 0) + 1,
+	coalesce((SELECT max(id) FROM job_workflows WHERE ?1 = 'workflows'), 0) + 1)`
+
 // Load implements jobs.Store.
 func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 	snap := &jobs.Snapshot{}
@@ -103,9 +114,9 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 	if err := s.loadJobs(ctx, snap); err != nil {
 		return nil, err
 	}
-	err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM jobs`).Scan(&snap.NextJob)
+	err := s.db.QueryRowContext(ctx, nextIDQuery, "jobs").Scan(&snap.NextJob)
 	if err == nil {
-		err = s.db.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM job_workflows`).Scan(&snap.NextWorkflow)
+		err = s.db.QueryRowContext(ctx, nextIDQuery, "workflows").Scan(&snap.NextWorkflow)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jobstore: load ids: %w", err)

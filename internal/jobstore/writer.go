@@ -31,6 +31,9 @@ var statements = map[string]string{
 		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
 	"finish": `UPDATE jobs SET state = ?, finished_at = ?,
 		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
+	"keepNextIDs": `INSERT INTO job_next_ids (kind, next)
+		VALUES ('jobs', (SELECT coalesce(max(id), 0) + 1 FROM jobs)), ('workflows', (SELECT coalesce(max(id), 0) + 1 FROM job_workflows))
+		ON CONFLICT (kind) DO UPDATE SET next = max(next, excluded.next)`,
 	"prune":          `DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE state >= 2 AND finished_at < ? ORDER BY id LIMIT 100000)`,
 	"pruneDeps":      `DELETE FROM job_deps WHERE job NOT IN (SELECT id FROM jobs)`,
 	"pruneWorkflows": `DELETE FROM job_workflows WHERE created_at < ? AND id NOT IN (SELECT workflow FROM jobs WHERE workflow IS NOT NULL)`,
@@ -168,9 +171,9 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 	case jobs.OpReset:
 		return w.exec(ctx, tx, "reset", op.ID)
 	case jobs.OpPrune:
-		for _, name := range []string{"prune", "pruneDeps", "pruneWorkflows"} {
+		for _, name := range []string{"keepNextIDs", "prune", "pruneDeps", "pruneWorkflows"} {
 			var args []any
-			if name != "pruneDeps" {
+			if name == "prune" || name == "pruneWorkflows" {
 				args = append(args, op.At.UnixMilli())
 			}
 			if err := w.exec(ctx, tx, name, args...); err != nil {

@@ -36,6 +36,7 @@ func Run(t *testing.T, open Opener) {
 		{"ChangesToMissingJobs", testMissingJobs},
 		{"ListingFiltersAndPages", testListing},
 		{"PruneDeletesOnlyOldFinishedJobs", testPrune},
+		{"PrunedIDsAreNotGivenAgain", testPrunedIDs},
 		{"AppendOrderAndGroupCommit", testOrder},
 		{"CloseWritesWhatWasAppended", testClose},
 		{"EngineRestart", testEngineRestart},
@@ -374,6 +375,28 @@ func testPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
 	snap := load(t, s)
 	if len(snap.Jobs) != 4 || snap.Jobs[1].ID != 4 || !slices.Equal(snap.Jobs[1].After, nil) || snap.Jobs[3].ID != 7 {
 		t.Errorf("after pruning Load = %+v; want jobs 2, 4 (its dependency gone), 6 and 7 (reset)", snap.Jobs)
+	}
+}
+
+// Ids of pruned jobs and workflows are not handed out again, even when
+// the pruned ones were the newest: a client that kept "job-3" must never
+// read another job under it.
+func testPrunedIDs(t *testing.T, open func(t *testing.T) jobs.Store) {
+	s := open(t)
+	old := time.Now().Add(-10 * 24 * time.Hour)
+	Apply(t, s, jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: old},
+		Insert(1), InsertIn("q", 1, 2), InsertIn("q", 1, 3))
+	for id := int64(1); id <= 3; id++ {
+		Apply(t, s, jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobs.StateSucceeded, At: old})
+	}
+	Apply(t, s, jobs.Op{Kind: jobs.OpPrune, At: time.Now().Add(-7 * 24 * time.Hour)})
+	snap := load(t, s)
+	if len(snap.Jobs) != 0 {
+		t.Fatalf("after pruning every job Load has %d jobs", len(snap.Jobs))
+	}
+	if snap.NextJob < 4 || snap.NextWorkflow < 2 {
+		t.Errorf("after pruning jobs 1–3 and workflow 1, Load gives next ids job %d, workflow %d; want at least 4 and 2",
+			snap.NextJob, snap.NextWorkflow)
 	}
 }
 
