@@ -74,7 +74,7 @@ const (
 	OpStart                         // ID, Attempt, Agent, At
 	OpRequeue                       // ID, At (when it may run), Result: an attempt ended, the job runs again
 	OpFinish                        // ID, State, At, Result (may be nil)
-	OpReset                         // ID, At: a finished job queued again with fresh attempts
+	OpReset                         // ID, At, Record, Name (its workflow's): a finished job queued again with fresh attempts; written anew from Record if a prune deleted it
 	OpPrune                         // At: finished jobs that finished before At are deleted
 )
 

@@ -424,6 +424,10 @@ func (e *Engine) Retry(ctx context.Context, id string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
+	wfName, err := e.workflowName(ctx, old)
+	if err != nil {
+		return Job{}, err
+	}
 	err = e.change(ctx, func() error {
 		if j, ok := e.live[id]; ok {
 			return conflict("", "job %s is %s; only failed or cancelled jobs can be retried", id, e.liveStateLocked(j))
@@ -431,7 +435,7 @@ func (e *Engine) Retry(ctx context.Context, id string) (Job, error) {
 		if old.State != StateFailed && old.State != StateCancelled {
 			return conflict("", "job %s %s; only failed or cancelled jobs can be retried", id, old.State)
 		}
-		return e.resubmitLocked(old, n)
+		return e.resubmitLocked(old, n, wfName)
 	})
 	if err != nil {
 		return Job{}, err
@@ -439,7 +443,28 @@ func (e *Engine) Retry(ctx context.Context, id string) (Job, error) {
 	return e.Job(ctx, id)
 }
 
-func (e *Engine) resubmitLocked(old Job, n int64) error {
+// workflowName reads the name of a finished job's workflow ("" for none),
+// which a retry writes back should a prune have deleted the job and its
+// workflow since it was read. A workflow already gone means the job went
+// with it: the job's own error (not found) is returned.
+func (e *Engine) workflowName(ctx context.Context, old Job) (string, error) {
+	if old.Workflow == "" {
+		return "", nil
+	}
+	name, err := e.store.WorkflowInfo(ctx, mustID(old.Workflow))
+	if errors.Is(err, ErrNotFound) {
+		if _, jerr := e.store.Job(ctx, mustID(old.ID)); jerr != nil {
+			return "", jerr
+		}
+	}
+	return name, err
+}
+
+// resubmitLocked queues a finished job again. Its OpReset carries the
+// whole record (and its workflow's name): a prune that deleted the job
+// after Retry read it runs before the reset, and the store then writes
+// the job anew instead of losing it.
+func (e *Engine) resubmitLocked(old Job, n int64, wfName string) error {
 	sp := old.JobSpec
 	cs := sched.JobSpec{ID: old.ID, Queue: sp.Queue, Priority: sp.Priority, Keys: sp.Keys,
 		Group: sp.Group, RunAfterFailure: sp.RunAfterFailure}
@@ -460,6 +485,11 @@ func (e *Engine) resubmitLocked(old Job, n int64) error {
 	}
 	id := jobID(n)
 	e.live[id] = &liveJob{n: n, id: id, queue: sp.Queue, payload: sp.Payload, timeoutMs: sp.TimeoutMs, after: cs.After, workflow: wf}
-	e.emit(Op{Kind: OpReset, ID: n, At: e.cfg.Now()})
+	rec := &Record{ID: n, Spec: sp, Workflow: wf, CreatedAt: old.CreatedAt}
+	rec.Spec.After = nil
+	for _, d := range cs.After {
+		rec.After = append(rec.After, e.live[d].n)
+	}
+	e.emit(Op{Kind: OpReset, ID: n, At: e.cfg.Now(), Record: rec, Name: wfName})
 	return nil
 }

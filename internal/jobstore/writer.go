@@ -25,8 +25,11 @@ var statements = map[string]string{
 	"workflow":    `INSERT INTO job_workflows (id, name, created_at) VALUES (?, ?, ?)`,
 	"insert": `INSERT INTO jobs (id, queue, state, spec, payload, workflow, attempt, created_at)
 		VALUES (?, ?, 0, ?, ?, nullif(?, 0), 0, ?)`,
-	"dep":   `INSERT OR IGNORE INTO job_deps (job, dep) VALUES (?, ?)`,
-	"start": `UPDATE jobs SET state = 1, attempt = ?, agent = ?, started_at = ?, ready_at = NULL WHERE id = ?`,
+	"reinsert": `INSERT INTO jobs (id, queue, state, spec, payload, workflow, attempt, created_at)
+		VALUES (?, ?, 0, ?, ?, nullif(?, 0), 0, ?) ON CONFLICT (id) DO NOTHING`,
+	"reinsertWorkflow": `INSERT INTO job_workflows (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+	"dep":              `INSERT OR IGNORE INTO job_deps (job, dep) VALUES (?, ?)`,
+	"start":            `UPDATE jobs SET state = 1, attempt = ?, agent = ?, started_at = ?, ready_at = NULL WHERE id = ?`,
 	"requeue": `UPDATE jobs SET state = 0, agent = NULL, ready_at = ?,
 		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
 	"finish": `UPDATE jobs SET state = ?, finished_at = ?,
@@ -169,7 +172,7 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 		code, out, msg := resultArgs(op.Result)
 		return w.exec(ctx, tx, "finish", stateCode(op.State), op.At.UnixMilli(), code, out, msg, op.ID)
 	case jobs.OpReset:
-		return w.exec(ctx, tx, "reset", op.ID)
+		return w.reset(ctx, tx, op)
 	case jobs.OpPrune:
 		for _, name := range []string{"keepNextIDs", "prune", "pruneDeps", "pruneWorkflows"} {
 			var args []any
@@ -185,7 +188,29 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 	return fmt.Errorf("jobstore: unknown change kind %d", op.Kind)
 }
 
+// reset queues a finished job again. A prune may have deleted the job
+// (and its workflow, if it was the last job there) after the engine read
+// it: then the record writes both anew.
+func (w *writer) reset(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
+	if err := w.exec(ctx, tx, "reset", op.ID); err != nil || op.Record == nil {
+		return err
+	}
+	r := op.Record
+	if r.Workflow != 0 {
+		if err := w.exec(ctx, tx, "reinsertWorkflow", r.Workflow, op.Name, r.CreatedAt.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	return w.insertAs(ctx, tx, "reinsert", r)
+}
+
 func (w *writer) insert(ctx context.Context, tx *sql.Tx, r *jobs.Record) error {
+	return w.insertAs(ctx, tx, "insert", r)
+}
+
+// insertAs writes a job's row with the statement named stmt, and its
+// dependencies.
+func (w *writer) insertAs(ctx context.Context, tx *sql.Tx, stmt string, r *jobs.Record) error {
 	spec := r.Spec
 	spec.Payload = nil
 	b, err := json.Marshal(spec)
@@ -196,7 +221,7 @@ func (w *writer) insert(ctx context.Context, tx *sql.Tx, r *jobs.Record) error {
 	if len(r.Spec.Payload) > 0 {
 		payload = []byte(r.Spec.Payload)
 	}
-	if err := w.exec(ctx, tx, "insert", r.ID, spec.Queue, b, payload, r.Workflow, r.CreatedAt.UnixMilli()); err != nil {
+	if err := w.exec(ctx, tx, stmt, r.ID, spec.Queue, b, payload, r.Workflow, r.CreatedAt.UnixMilli()); err != nil {
 		return err
 	}
 	for _, d := range r.After {

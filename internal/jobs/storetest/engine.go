@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
 )
@@ -118,5 +120,115 @@ func testEngineRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 		if attempts[id] != a {
 			t.Errorf("after the restart job %s leased at attempt %d; want %d (leased: %+v)", id, attempts[id], a, again)
 		}
+	}
+}
+
+// pruneAfterRead is the store with an injected fault (the moment is what
+// cannot be had on demand from the real parts): right after the engine's
+// first read of the kind named by when ("job" or "workflow"), every
+// finished job and every workflow left empty is pruned, as the hourly
+// prune would do at the worst moment for a retry.
+type pruneAfterRead struct {
+	jobs.Store
+	t    *testing.T
+	when string
+}
+
+func (p *pruneAfterRead) prune(kind string) {
+	if p.when == kind {
+		p.when = ""
+		Apply(p.t, p.Store, jobs.Op{Kind: jobs.OpPrune, At: time.Now().Add(time.Hour)})
+	}
+}
+
+func (p *pruneAfterRead) Job(ctx context.Context, id int64) (jobs.Job, error) {
+	j, err := p.Store.Job(ctx, id)
+	p.prune("job")
+	return j, err
+}
+
+func (p *pruneAfterRead) WorkflowInfo(ctx context.Context, id int64) (string, error) {
+	name, err := p.Store.WorkflowInfo(ctx, id)
+	p.prune("workflow")
+	return name, err
+}
+
+// A retry of a failed job that a prune deletes while the retry runs either
+// brings the job back whole, with its workflow (the prune came after the
+// retry's reads), or answers not found and leaves nothing live (the prune
+// came between the read of the job and of its workflow). The engine and
+// the store never disagree, also after a restart.
+//
+// inWorkflow puts the job in a workflow of its own; when is the read
+// after which the prune runs: "job" (the retry's first) or "workflow".
+func testRetryRacingAPrune(t *testing.T, open func(t *testing.T) jobs.Store, inWorkflow bool, when string) {
+	ctx := context.Background()
+	s := open(t)
+	racy := &pruneAfterRead{Store: s, t: t}
+	e := openEngine(t, racy)
+	if _, err := e.CreateQueue(ctx, jobs.Queue{Name: "q", Active: true, Retry: jobs.Retry{MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := jobs.JobSpec{Queue: "q", Payload: []byte(`"x"`)}
+	var id, wf string
+	if inWorkflow {
+		var ids map[string]string
+		var err error
+		if wf, ids, err = e.SubmitWorkflow(ctx, jobs.WorkflowSpec{Name: "w", Jobs: []jobs.WorkflowJob{{Name: "a", JobSpec: spec}}}); err != nil {
+			t.Fatal(err)
+		}
+		id = ids["a"]
+	} else {
+		ids, err := e.Enqueue(ctx, []jobs.JobSpec{spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = ids[0]
+	}
+	got := lease(t, e, "agent-1", 1)
+	if _, err := e.Complete(ctx, "agent-1", []jobs.Result{{ID: got[0].ID, Attempt: 1, ExitCode: 1, Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	racy.when = when
+	_, err := e.Retry(ctx, id)
+	if racy.when != "" {
+		t.Fatalf("the retry made no %s read", when)
+	}
+	back := !inWorkflow || when == "workflow"
+	want := []string{id + ":queued:0::" + wf}
+	if !back {
+		if !errors.Is(err, jobs.ErrNotFound) {
+			t.Fatalf("retry of a job pruned between its reads: %v; want not found", err)
+		}
+		want = nil
+	} else if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got := states(t, e); !slices.Equal(got, want) {
+		t.Fatalf("after the retry the engine lists %v; want %v", got, want)
+	}
+	if !back {
+		if got := lease(t, e, "agent-1", 1); len(got) != 0 {
+			t.Fatalf("the engine hands out a job the store no longer has: %+v", got)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2 := openEngine(t, open(t))
+	if got := states(t, e2); !slices.Equal(got, want) {
+		t.Fatalf("after a restart the engine lists %v; want %v", got, want)
+	}
+	if !back {
+		return
+	}
+	if inWorkflow {
+		if w, err := e2.Workflow(ctx, wf); err != nil || w.Name != "w" || len(w.Jobs) != 1 {
+			t.Fatalf("workflow after the retry and a restart: %+v, %v; want w with its job", w, err)
+		}
+	}
+	if again := lease(t, e2, "agent-2", 1); len(again) != 1 || again[0].ID != id || string(again[0].Payload) != `"x"` {
+		t.Fatalf("after the restart the retried job is leased as %+v", again)
 	}
 }

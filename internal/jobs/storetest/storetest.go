@@ -37,9 +37,19 @@ func Run(t *testing.T, open Opener) {
 		{"ListingFiltersAndPages", testListing},
 		{"PruneDeletesOnlyOldFinishedJobs", testPrune},
 		{"PrunedIDsAreNotGivenAgain", testPrunedIDs},
+		{"ResetAfterAPruneWritesTheJobAnew", testResetAfterPrune},
 		{"AppendOrderAndGroupCommit", testOrder},
 		{"CloseWritesWhatWasAppended", testClose},
 		{"EngineRestart", testEngineRestart},
+		{"RetryOfAJobPrunedAfterItsReadBringsItBack", func(t *testing.T, open func(t *testing.T) jobs.Store) {
+			testRetryRacingAPrune(t, open, false, "job")
+		}},
+		{"RetryOfAWorkflowJobPrunedAfterItsReadsBringsBothBack", func(t *testing.T, open func(t *testing.T) jobs.Store) {
+			testRetryRacingAPrune(t, open, true, "workflow")
+		}},
+		{"RetryOfAWorkflowJobPrunedBetweenItsReadsFindsNoJob", func(t *testing.T, open func(t *testing.T) jobs.Store) {
+			testRetryRacingAPrune(t, open, true, "job")
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })
@@ -397,6 +407,47 @@ func testPrunedIDs(t *testing.T, open func(t *testing.T) jobs.Store) {
 	if snap.NextJob < 4 || snap.NextWorkflow < 2 {
 		t.Errorf("after pruning jobs 1–3 and workflow 1, Load gives next ids job %d, workflow %d; want at least 4 and 2",
 			snap.NextJob, snap.NextWorkflow)
+	}
+}
+
+// A retry reads a finished job, then resets it. A prune that deleted the
+// job (and its workflow, whose last job it was) in between comes first
+// in the store's order: the reset then writes both anew from its record,
+// and a reset of a job still there changes only its state.
+func testResetAfterPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
+	s := open(t)
+	old, now := time.Now().Add(-10*24*time.Hour), time.Now()
+	pruned, kept := InsertIn("q", 1, 1, 9), InsertIn("q", 2, 2)
+	Apply(t, s, jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "gone", At: old}, jobs.Op{Kind: jobs.OpWorkflow, ID: 2, Name: "kept", At: old},
+		pruned, kept, Insert(9),
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateFailed, At: old},
+		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobs.StateFailed, At: now, Result: &jobs.Result{ExitCode: 3, Error: "boom"}})
+	before := job(t, s, 1)
+	Apply(t, s, jobs.Op{Kind: jobs.OpPrune, At: now.Add(-7 * 24 * time.Hour)})
+	if _, err := s.Job(context.Background(), 1); !errors.Is(err, jobs.ErrNotFound) {
+		t.Fatalf("job 1 after the prune: %v; want not found", err)
+	}
+	Apply(t, s, jobs.Op{Kind: jobs.OpReset, ID: 1, At: now, Record: pruned.Record, Name: "gone"},
+		jobs.Op{Kind: jobs.OpReset, ID: 2, At: now, Record: kept.Record, Name: "kept"})
+	want := before
+	want.State, want.Attempt, want.FinishedAt, want.ExitCode, want.Output, want.Error = jobs.StateQueued, 0, nil, nil, "", ""
+	if d := diffJobs(job(t, s, 1), want); d != "" {
+		t.Errorf("job 1 reset after its prune: %s", d)
+	}
+	if j := job(t, s, 2); j.State != jobs.StateQueued || j.ExitCode != nil || j.Error != "" || j.Workflow != "2" {
+		t.Errorf("job 2 reset in place: %+v; want queued in workflow 2, its result cleared", j)
+	}
+	for id, want := range map[int64]string{1: "gone", 2: "kept"} {
+		if name, err := s.WorkflowInfo(context.Background(), id); err != nil || name != want {
+			t.Errorf("workflow %d: %q, %v; want %q", id, name, err, want)
+		}
+	}
+	snap := load(t, s)
+	if len(snap.Jobs) != 3 || snap.Jobs[0].ID != 1 || !slices.Equal(snap.Jobs[0].After, []int64{9}) || snap.Jobs[0].Workflow != 1 {
+		t.Errorf("Load after the resets = %+v; want jobs 1 (after 9, in workflow 1), 2 and 9", snap.Jobs)
+	}
+	if got := pages(t, s, jobs.Filter{Workflow: "1"}, 10); !slices.Equal(got, []string{"1"}) {
+		t.Errorf("jobs of workflow 1: %v; want [1]", got)
 	}
 }
 

@@ -91,10 +91,30 @@ func (e *encoder) op(op *jobs.Op) error {
 		e.result(op.Result)
 		e.job(op.ID)
 	case jobs.OpReset:
-		e.add("9", op.ID)
-		e.job(op.ID)
+		return e.reset(op)
 	default:
 		return fmt.Errorf("redis jobstore: unknown change kind %d", op.Kind)
+	}
+	return nil
+}
+
+// reset encodes a reset with what writes the job anew should a prune
+// have deleted it (applyScript's change 9).
+func (e *encoder) reset(op *jobs.Op) error {
+	e.add("9", op.ID)
+	e.job(op.ID)
+	if op.Record == nil {
+		e.add("0")
+		return nil
+	}
+	h, err := e.head(op.Record)
+	if err != nil {
+		return err
+	}
+	e.add("1", h.queue, h.spec, []byte(op.Record.Spec.Payload), h.workflow, h.created, h.after, op.Name)
+	e.keys = append(e.keys, e.n.queue(h.queue))
+	if h.workflow != 0 {
+		e.keys = append(e.keys, e.n.workflow(h.workflow))
 	}
 	return nil
 }

@@ -118,6 +118,21 @@ ops['3'] = function()
   else redis.call('HSET', KEYS[8], ARGV[a], ARGV[a + 1]) end
   a = a + 2
 end
+-- create writes a queued job's hash and indexes. Ids are never reused
+-- (jobs.next only grows): the hash is new, or one a prune deleted.
+local function create(job, id, q, spec, p, wf, c, after, qidx, wfidx)
+  local f = {'q', q, 'st', '0', 'spec', spec, 'att', '0', 'c', c}
+  if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
+  if after ~= '' then f[#f + 1] = 'a'; f[#f + 1] = after end
+  if wfidx then
+    f[#f + 1] = 'wf'; f[#f + 1] = wf
+    put(wfidx, id, id)
+  end
+  redis.call('HSET', job, unpack(f))
+  put(KEYS[2], id, id)
+  put(qidx, id, id)
+  known[id] = 'u'
+end
 -- 4: a run of inserts that share queue, spec, workflow, creation time
 -- and dependencies; then per job its id and payload. Keys: the queue's
 -- zset, the workflow's (if any), then each job's hash.
@@ -129,18 +144,7 @@ ops['4'] = function()
   for _ = 1, n do
     local job, id, p = key(), ARGV[a], ARGV[a + 1]
     a = a + 2
-    -- ids are never reused (jobs.next only grows): the hash is new
-    local f = {'q', q, 'st', '0', 'spec', spec, 'att', '0', 'c', c}
-    if p ~= '' then f[#f + 1] = 'p'; f[#f + 1] = p end
-    if after ~= '' then f[#f + 1] = 'a'; f[#f + 1] = after end
-    if wfidx then
-      f[#f + 1] = 'wf'; f[#f + 1] = wf
-      put(wfidx, id, id)
-    end
-    redis.call('HSET', job, unpack(f))
-    put(KEYS[2], id, id)
-    put(qidx, id, id)
-    known[id] = 'u'
+    create(job, id, q, spec, p, wf, c, after, qidx, wfidx)
   end
 end
 ops['5'] = function()
@@ -198,15 +202,33 @@ ops['8'] = function()
     end
   end
 end
+-- 9: a reset: the job's id, then '1' and what writes the job anew
+-- (queue, spec, payload, workflow, creation time, dependencies, the
+-- workflow's name), or '0'. Keys: the job's hash, then with '1' the
+-- queue's zset and the workflow's (if any). A job that a prune deleted
+-- after the engine read it is written anew, with its workflow's row if
+-- that went too.
 ops['9'] = function()
-  local job, id = key(), ARGV[a]
+  local job, id, rec = key(), ARGV[a], ARGV[a + 1]
+  a = a + 2
+  local q, spec, p, wf, c, after, name, qidx, wfidx
+  if rec == '1' then
+    q, spec, p, wf, c, after, name = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+    a = a + 7
+    qidx = key()
+    if wf ~= '0' then wfidx = key() end
+  end
   if known[id] then
     redis.call('HSET', job, 'st', '0', 'att', '0')
     redis.call('HDEL', job, 'ag', 'r', 's', 'f', 'x', 'o', 'e')
     unfinish(id)
     put(KEYS[12], id, false)
+  elseif rec == '1' then
+    create(job, id, q, spec, p, wf, c, after, qidx, wfidx)
+    if wfidx and redis.call('HSETNX', KEYS[9], wf, name) == 1 then
+      redis.call('ZADD', KEYS[10], c, wf)
+    end
   end
-  a = a + 1
 end
 while a <= #ARGV do
   local kind = ARGV[a]
