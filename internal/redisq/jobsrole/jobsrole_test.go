@@ -21,16 +21,8 @@ const admin = "usher_jobsrole-test-admin-token"
 // The test plays the scheduler's leadership: it sets scheduler.leader
 // itself and runs WhileLeading for one term.
 func TestServesV1OnlyWhileLeading(t *testing.T) {
-	srv := redistest.Start(t)
 	ctx := t.Context()
-	rdb, ln, base := connectAndListen(t, srv)
-	keys := redisq.NewKeys(redisq.DefaultPrefix)
-	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
-		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, rdb, keys, base := newRole(t, redistest.Start(t), nil)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- r.Serve(serveCtx) }()
@@ -73,9 +65,10 @@ func TestServesV1OnlyWhileLeading(t *testing.T) {
 	}
 }
 
-// connectAndListen opens a client of srv, closed when the test ends, and a
-// loopback listener for the role's /v1, with its base URL.
-func connectAndListen(t *testing.T, srv *redistest.Server) (redis.UniversalClient, net.Listener, string) {
+// newRole makes a role on srv that logs to logs (nil: nowhere) and serves
+// /v1 on a loopback listener. It returns the role, a client of srv
+// (closed when the test ends), the keys, and the role's base URL.
+func newRole(t *testing.T, srv *redistest.Server, logs *testbin.LogBuffer) (*Role, redis.UniversalClient, redisq.Keys, string) {
 	t.Helper()
 	rdb, err := redisq.Open(t.Context(), srv.URL(), 0)
 	if err != nil {
@@ -86,7 +79,18 @@ func connectAndListen(t *testing.T, srv *redistest.Server) (redis.UniversalClien
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rdb, ln, "http://" + ln.Addr().String()
+	base := "http://" + ln.Addr().String()
+	var h slog.Handler = slog.DiscardHandler
+	if logs != nil {
+		h = slog.NewTextHandler(logs, nil)
+	}
+	keys := redisq.NewKeys(redisq.DefaultPrefix)
+	r, err := New(t.Context(), Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
+		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond, Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, rdb, keys, base
 }
 
 func get(t *testing.T, url string) int {
@@ -119,15 +123,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestTermBeginningWhileRedisIsDownServesOnceItIsBack(t *testing.T) {
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	ctx := t.Context()
-	rdb, ln, base := connectAndListen(t, srv)
-	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	var logs testbin.LogBuffer
-	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
-		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, rdb, keys, base := newRole(t, srv, &logs)
 	serveCtx, stopServing := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() { served <- r.Serve(serveCtx) }()
@@ -165,18 +162,10 @@ func TestTermBeginningWhileRedisIsDownServesOnceItIsBack(t *testing.T) {
 // stops retrying, logs no error and leaves /v1 to the next leader.
 func TestTermEndingBeforeTheRebuildLogsNoError(t *testing.T) {
 	srv := redistest.Start(t)
-	ctx := t.Context()
-	rdb, ln, base := connectAndListen(t, srv)
-	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	var logs testbin.LogBuffer
-	r, err := New(ctx, Config{Client: rdb, Keys: keys, Listener: ln, Advertise: base, AdminToken: admin,
-		AdminTokenFile: filepath.Join(t.TempDir(), "token"), PublishEvery: 20 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, _, _ := newRole(t, srv, &logs)
 	srv.Kill()
-	term, endTerm := context.WithCancel(ctx)
+	term, endTerm := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); r.WhileLeading(term, "1:a") }()
 	waitFor(t, "the term retries the rebuild", func() bool {
