@@ -209,7 +209,7 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 // and the attempts do not count.
 func (e *Engine) Unlease(jobs []LeasedJob) {
 	if err := e.unlease(jobs).Wait(context.Background()); err != nil {
-		e.cfg.Logger.Error("jobs: writing unleased jobs", "err", err)
+		e.logWriteFailure("jobs: writing unleased jobs", err)
 	}
 }
 

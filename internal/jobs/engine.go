@@ -167,7 +167,7 @@ func (e *Engine) tick() {
 	p := e.flushLocked()
 	e.mu.Unlock()
 	if err := p.Wait(context.Background()); err != nil {
-		e.cfg.Logger.Error("jobs: writing expired leases and retries", "err", err)
+		e.logWriteFailure("jobs: writing expired leases and retries", err)
 	}
 }
 
@@ -209,6 +209,17 @@ func (e *Engine) commit(ctx context.Context) error {
 // latter keeps the context's error, so that the API can tell a client
 // that left (nothing to answer, nothing to log) from a store that failed;
 // the changes may still become durable then.
+// logWriteFailure logs changes the engine made that the store did not
+// write: an error, or a warning when the store's writing ended with the
+// term (ErrWritingEnded).
+func (e *Engine) logWriteFailure(msg string, err error) {
+	level := slog.LevelError
+	if errors.Is(err, ErrWritingEnded) {
+		level = slog.LevelWarn
+	}
+	e.cfg.Logger.Log(context.Background(), level, msg, "err", err)
+}
+
 func waitError(err error) error {
 	switch {
 	case err == nil:

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,6 +11,12 @@ import (
 
 // ErrStoreClosed reports a change appended after the store was closed.
 var ErrStoreClosed = errors.New("store closed")
+
+// ErrWritingEnded reports changes a store will never write because a
+// fatal failure ended its writing: the store was fenced, so another
+// scheduler leads. That is how a term of leadership ends, not a fault;
+// the error wraps the store's own.
+var ErrWritingEnded = errors.New("store writing ended")
 
 // GroupCommitter is the writing half a Store embeds: Append queues changes
 // without blocking, and one goroutine hands everything appended since its
@@ -118,6 +125,9 @@ func (g *GroupCommitter) write(stopped func()) {
 			if b.err == nil {
 				b.err = g.commitRetrying(b.ops)
 			}
+			if b.err != nil && failed == nil && g.fatal(b.err) {
+				b.err = fmt.Errorf("%w: %w", ErrWritingEnded, b.err)
+			}
 			g.noteFailure(b)
 		}
 		close(b.done)
@@ -152,18 +162,19 @@ func (g *GroupCommitter) commitRetrying(ops []Op) error {
 }
 
 // noteFailure logs a failed batch and, when the failure is fatal, fails
-// every later Append with it.
+// every later Append with it. A fatal failure is the end of a term (a
+// fenced store), so it is logged as a warning.
 func (g *GroupCommitter) noteFailure(b *batch) {
 	if b.err == nil {
 		return
 	}
-	if !g.fatal(b.err) {
+	if !errors.Is(b.err, ErrWritingEnded) {
 		g.log.Error(g.name+": write failed", "ops", len(b.ops), "err", b.err)
 		return
 	}
 	g.mu.Lock()
 	if g.failed == nil {
-		g.log.Error(g.name+": writing nothing more", "err", b.err)
+		g.log.Warn(g.name+": writing nothing more", "err", b.err)
 	}
 	g.failed = b.err
 	g.mu.Unlock()

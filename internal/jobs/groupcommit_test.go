@@ -3,12 +3,14 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/testbin"
 )
 
 // flakyDB is a fake database, named as such: the real ones (SQLite, Redis)
@@ -78,19 +80,25 @@ func TestFailedWriteIsRetriedUntilWritten(t *testing.T) {
 }
 
 // A fatal failure (the store was fenced) is not retried: it fails its
-// batch and every later Append at once.
+// batch and every later Append at once, with ErrWritingEnded wrapping the
+// store's error. Being fenced is how a term ends, so it is logged as a
+// warning, not an error.
 func TestFatalWriteFailureIsNotRetried(t *testing.T) {
 	db := &flakyDB{errs: []error{errFenced}}
-	g := jobs.NewGroupCommitter("test", db.commit, isFenced, nil, nil)
+	var logs testbin.LogBuffer
+	g := jobs.NewGroupCommitter("test", db.commit, isFenced, nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	defer g.Close()
-	if err := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 1}).Wait(context.Background()); !errors.Is(err, errFenced) {
-		t.Fatalf("fenced write: %v", err)
-	}
-	if err := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 2}).Wait(context.Background()); !errors.Is(err, errFenced) {
-		t.Fatalf("after a fenced write: %v", err)
+	for id := int64(1); id <= 2; id++ {
+		err := g.Append(jobs.Op{Kind: jobs.OpStart, ID: id}).Wait(context.Background())
+		if !errors.Is(err, errFenced) || !errors.Is(err, jobs.ErrWritingEnded) {
+			t.Fatalf("write %d, the first fenced: %v; want the fenced error and ErrWritingEnded", id, err)
+		}
 	}
 	if tries, _ := db.snapshot(); len(tries) != 1 {
 		t.Fatalf("tries %v: a fenced write must not be retried, nor anything after it tried", tries)
+	}
+	if logs.Contains("level=ERROR") || !logs.Contains("level=WARN msg=\"test: writing nothing more\"") {
+		t.Fatalf("log of a fenced store:\n%s\nwant one warning and no error", logs.String())
 	}
 }
 
