@@ -204,11 +204,6 @@ func (e *Engine) commit(ctx context.Context) error {
 	return waitError(p.Wait(ctx))
 }
 
-// waitError is the error of waiting for changes to become durable: the
-// store's failure (ErrStore), or the caller's context ending first. The
-// latter keeps the context's error, so that the API can tell a client
-// that left (nothing to answer, nothing to log) from a store that failed;
-// the changes may still become durable then.
 // logWriteFailure logs changes the engine made that the store did not
 // write: an error, or a warning when the store's writing ended with the
 // term (ErrWritingEnded).
@@ -220,6 +215,11 @@ func (e *Engine) logWriteFailure(msg string, err error) {
 	e.cfg.Logger.Log(context.Background(), level, msg, "err", err)
 }
 
+// waitError is the error of waiting for changes to become durable: the
+// store's failure (ErrStore), or the caller's context ending first. The
+// latter keeps the context's error, so that the API can tell a client
+// that left (nothing to answer, nothing to log) from a store that failed;
+// the changes may still become durable then.
 func waitError(err error) error {
 	switch {
 	case err == nil:

@@ -17,17 +17,24 @@ type writer struct {
 	inTx  map[string]*sql.Stmt // stmts bound to the open transaction
 }
 
+// The statements that write a new job's and a new workflow's row; a
+// reset after a prune runs them as "reinsert" and "reinsertWorkflow",
+// doing nothing when the row is still there.
+const (
+	insertJob = `INSERT INTO jobs (id, queue, state, spec, payload, workflow, attempt, created_at)
+		VALUES (?, ?, 0, ?, ?, nullif(?, 0), 0, ?)`
+	insertWorkflow = `INSERT INTO job_workflows (id, name, created_at) VALUES (?, ?, ?)`
+)
+
 var statements = map[string]string{
-	"putQueue":    `INSERT INTO job_queues (name, spec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec`,
-	"deleteQueue": `DELETE FROM job_queues WHERE name = ?`,
-	"putLimit":    `INSERT INTO job_limits (pattern, lim) VALUES (?, ?) ON CONFLICT (pattern) DO UPDATE SET lim = excluded.lim`,
-	"deleteLimit": `DELETE FROM job_limits WHERE pattern = ?`,
-	"workflow":    `INSERT INTO job_workflows (id, name, created_at) VALUES (?, ?, ?)`,
-	"insert": `INSERT INTO jobs (id, queue, state, spec, payload, workflow, attempt, created_at)
-		VALUES (?, ?, 0, ?, ?, nullif(?, 0), 0, ?)`,
-	"reinsert": `INSERT INTO jobs (id, queue, state, spec, payload, workflow, attempt, created_at)
-		VALUES (?, ?, 0, ?, ?, nullif(?, 0), 0, ?) ON CONFLICT (id) DO NOTHING`,
-	"reinsertWorkflow": `INSERT INTO job_workflows (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+	"putQueue":         `INSERT INTO job_queues (name, spec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec`,
+	"deleteQueue":      `DELETE FROM job_queues WHERE name = ?`,
+	"putLimit":         `INSERT INTO job_limits (pattern, lim) VALUES (?, ?) ON CONFLICT (pattern) DO UPDATE SET lim = excluded.lim`,
+	"deleteLimit":      `DELETE FROM job_limits WHERE pattern = ?`,
+	"workflow":         insertWorkflow,
+	"insert":           insertJob,
+	"reinsert":         insertJob + ` ON CONFLICT (id) DO NOTHING`,
+	"reinsertWorkflow": insertWorkflow + ` ON CONFLICT (id) DO NOTHING`,
 	"dep":              `INSERT OR IGNORE INTO job_deps (job, dep) VALUES (?, ?)`,
 	"start":            `UPDATE jobs SET state = 1, attempt = ?, agent = ?, started_at = ?, ready_at = NULL WHERE id = ?`,
 	"requeue": `UPDATE jobs SET state = 0, agent = NULL, ready_at = ?,
