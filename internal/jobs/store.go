@@ -11,7 +11,7 @@ import (
 // operations per transaction, and says when they are durable. At start the
 // engine rebuilds its state from Load.
 //
-// internal/jobstore implements it on SQLite; a Redis store (multi-node
+// internal/sqlitejobs implements it on SQLite; a Redis store (multi-node
 // mode) implements the same interface.
 type Store interface {
 	// Load reads what the engine rebuilds from: queues, limits, unfinished

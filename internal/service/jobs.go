@@ -8,7 +8,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
-	"github.com/usherhq/usher/internal/jobstore"
+	"github.com/usherhq/usher/internal/sqlitejobs"
 	"github.com/usherhq/usher/internal/tokens"
 )
 
@@ -16,7 +16,7 @@ import (
 // the engine rebuilt from it, and the API tokens.
 func (s *Service) openJobs(ctx context.Context) error {
 	var err error
-	if s.jobStore, err = jobstore.Open(ctx, s.db, s.cfg.Logger); err != nil {
+	if s.jobStore, err = sqlitejobs.Open(ctx, s.db, s.cfg.Logger); err != nil {
 		return err
 	}
 	jc := s.cfg.Jobs

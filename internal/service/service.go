@@ -27,7 +27,7 @@ import (
 	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
-	"github.com/usherhq/usher/internal/jobstore"
+	"github.com/usherhq/usher/internal/sqlitejobs"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
@@ -109,7 +109,7 @@ type Service struct {
 	runner   *sandbox.Runner
 	shares   *shares.Store
 	jobs     *jobs.Engine
-	jobStore *jobstore.Store
+	jobStore *sqlitejobs.Store
 	tokens   *tokens.Store
 	jobsAPI  http.Handler
 	redis    redis.UniversalClient // multi-node mode only

@@ -16,7 +16,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
 	"github.com/usherhq/usher/internal/redisq"
-	"github.com/usherhq/usher/internal/redisq/jobstore"
+	"github.com/usherhq/usher/internal/redisq/redisjobs"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/testbin"
 	"github.com/usherhq/usher/internal/tokens"
@@ -237,7 +237,7 @@ func (m *multiNode) logTail(n int) string {
 // leader would, and checks it.
 func (m *multiNode) reopen(t *testing.T, p *plan) {
 	t.Helper()
-	store := jobstore.New(m.rdb, m.keys, jobstore.Fence{}, nil)
+	store := redisjobs.New(m.rdb, m.keys, redisjobs.Fence{}, nil)
 	toks := tokens.OpenRedis(m.rdb, m.keys, 0, nil)
 	checkReopened(t, jobsapitest.StartOn(t, store, toks, jobsapitest.Options{}), p)
 }

@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite of jobs.Store: every store
-// (SQLite in internal/jobstore, Redis in internal/redisq/jobstore) runs
+// (SQLite in internal/sqlitejobs, Redis in internal/redisq/redisjobs) runs
 // it and must behave the same, from the changes it is given to what Load,
 // Job, Jobs and WorkflowInfo read back, and under the real engine through
 // a restart.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
-	"github.com/usherhq/usher/internal/jobstore"
+	"github.com/usherhq/usher/internal/sqlitejobs"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/sqlitedb"
 	"github.com/usherhq/usher/internal/tokens"
@@ -59,7 +59,7 @@ func StartAt(t testing.TB, path string, o Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() }) // after the server's cleanup below
-	store, err := jobstore.Open(ctx, db, o.Logger)
+	store, err := sqlitejobs.Open(ctx, db, o.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/redisq"
-	"github.com/usherhq/usher/internal/redisq/jobstore"
+	"github.com/usherhq/usher/internal/redisq/redisjobs"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/tokens"
 )
@@ -133,12 +133,12 @@ func (r *Role) serveHTTP(w http.ResponseWriter, req *http.Request) {
 // the engine from Redis, serves /v1 with it and publishes the address.
 func (r *Role) WhileLeading(ctx context.Context, token string) {
 	log := r.cfg.Logger.With("token", token)
-	store := jobstore.New(r.cfg.Client, r.cfg.Keys, jobstore.Fence{Key: r.cfg.Keys.Leader(), Token: token}, log)
+	store := redisjobs.New(r.cfg.Client, r.cfg.Keys, redisjobs.Fence{Key: r.cfg.Keys.Leader(), Token: token}, log)
 	defer store.Close()
 	engine, err := r.open(ctx, store, log)
 	switch {
 	case err == nil:
-	case ctx.Err() != nil || errors.Is(err, jobstore.ErrFenced):
+	case ctx.Err() != nil || errors.Is(err, redisjobs.ErrFenced):
 		// The term ended (a kill, a lost lease, another leader) before
 		// Redis could be read: nothing failed, the next leader rebuilds.
 		log.Info("jobs: the term ended before the engine was rebuilt", "err", err)
@@ -160,11 +160,11 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 // open rebuilds the engine from the store, retrying with backoff while
 // Redis cannot be read (down, restarting, LOADING) until the term ends or
 // the store is fenced (the term is over).
-func (r *Role) open(ctx context.Context, store *jobstore.Store, log *slog.Logger) (*jobs.Engine, error) {
+func (r *Role) open(ctx context.Context, store *redisjobs.Store, log *slog.Logger) (*jobs.Engine, error) {
 	wait := 50 * time.Millisecond
 	for {
 		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, Logger: log})
-		if err == nil || errors.Is(err, jobstore.ErrFenced) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, redisjobs.ErrFenced) || ctx.Err() != nil {
 			return engine, err
 		}
 		log.Warn("jobs: cannot rebuild the engine from redis; retrying", "in", wait, "err", err)

@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"context"
@@ -26,15 +26,15 @@ return 1
 func (s *Store) convert(ctx context.Context) error {
 	n, err := s.rdb.Exists(ctx, s.k.oldQueued, s.k.oldIDs).Result()
 	if err != nil {
-		return fmt.Errorf("redis jobstore: load: looking for an older layout: %w", err)
+		return fmt.Errorf("redisjobs: load: looking for an older layout: %w", err)
 	}
 	if n == 0 {
 		return nil
 	}
 	keys := []string{s.fence.Key, s.k.unfinished, s.k.oldQueued, s.k.states[stRunning], s.k.oldIDs}
 	if err := fenceError(convertScript.Run(ctx, s.rdb, keys, s.fence.Token).Err()); err != nil {
-		return fmt.Errorf("redis jobstore: load: converting an older layout: %w", err)
+		return fmt.Errorf("redisjobs: load: converting an older layout: %w", err)
 	}
-	s.log.Info("redis jobstore: converted the indexes of an older layout", "unfinished", s.k.unfinished)
+	s.log.Info("redisjobs: converted the indexes of an older layout", "unfinished", s.k.unfinished)
 	return nil
 }

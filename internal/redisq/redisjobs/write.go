@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"context"
@@ -260,7 +260,7 @@ func (s *Store) apply(ctx context.Context, ops []jobs.Op) error {
 	}
 	err = applyScript.Run(ctx, s.rdb, sc.keys, sc.args...).Err()
 	if err = fenceError(err); err != nil {
-		return fmt.Errorf("redis jobstore: writing %d changes: %w", len(ops), err)
+		return fmt.Errorf("redisjobs: writing %d changes: %w", len(ops), err)
 	}
 	return nil
 }

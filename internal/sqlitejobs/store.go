@@ -1,4 +1,4 @@
-// Package jobstore keeps the generic jobs of internal/jobs in usher's
+// Package sqlitejobs keeps the generic jobs of internal/jobs in usher's
 // SQLite file: queues, key limits, workflows, and every job with its
 // payload, state, attempts and last result.
 //
@@ -8,7 +8,7 @@
 // The file runs in WAL mode with synchronous=NORMAL: a committed change
 // survives the process being killed; a power cut may lose the last few
 // transactions.
-package jobstore
+package sqlitejobs
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func Open(ctx context.Context, db *sql.DB, log *slog.Logger) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, log: log}
-	s.GroupCommitter = jobs.NewGroupCommitter("jobstore", w.commit, nil, w.close, log)
+	s.GroupCommitter = jobs.NewGroupCommitter("sqlitejobs", w.commit, nil, w.close, log)
 	return s, nil
 }
 
@@ -119,7 +119,7 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 		err = s.db.QueryRowContext(ctx, nextIDQuery, "workflows").Scan(&snap.NextWorkflow)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("jobstore: load ids: %w", err)
+		return nil, fmt.Errorf("sqlitejobs: load ids: %w", err)
 	}
 	return snap, nil
 }
@@ -127,32 +127,32 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 func (s *Store) loadQueues(ctx context.Context, snap *jobs.Snapshot) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT spec FROM job_queues ORDER BY name`)
 	if err != nil {
-		return fmt.Errorf("jobstore: load queues: %w", err)
+		return fmt.Errorf("sqlitejobs: load queues: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var spec []byte
 		var q jobs.Queue
 		if err := rows.Scan(&spec); err != nil {
-			return fmt.Errorf("jobstore: load queues: %w", err)
+			return fmt.Errorf("sqlitejobs: load queues: %w", err)
 		}
 		if err := json.Unmarshal(spec, &q); err != nil {
-			return fmt.Errorf("jobstore: load queues: %w", err)
+			return fmt.Errorf("sqlitejobs: load queues: %w", err)
 		}
 		snap.Queues = append(snap.Queues, q)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("jobstore: load queues: %w", err)
+		return fmt.Errorf("sqlitejobs: load queues: %w", err)
 	}
 	lrows, err := s.db.QueryContext(ctx, `SELECT pattern, lim FROM job_limits ORDER BY pattern`)
 	if err != nil {
-		return fmt.Errorf("jobstore: load limits: %w", err)
+		return fmt.Errorf("sqlitejobs: load limits: %w", err)
 	}
 	defer lrows.Close()
 	for lrows.Next() {
 		var l jobs.KeyLimit
 		if err := lrows.Scan(&l.Pattern, &l.Limit); err != nil {
-			return fmt.Errorf("jobstore: load limits: %w", err)
+			return fmt.Errorf("sqlitejobs: load limits: %w", err)
 		}
 		snap.Limits = append(snap.Limits, l)
 	}
@@ -163,7 +163,7 @@ func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, state, spec, payload, coalesce(workflow, 0), attempt, created_at,
 		coalesce(ready_at, 0) FROM jobs WHERE state < 2 ORDER BY id`)
 	if err != nil {
-		return fmt.Errorf("jobstore: load jobs: %w", err)
+		return fmt.Errorf("sqlitejobs: load jobs: %w", err)
 	}
 	defer rows.Close()
 	index := map[int64]int{}
@@ -173,10 +173,10 @@ func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
 		var spec, payload []byte
 		var created, readyAt int64
 		if err := rows.Scan(&r.ID, &state, &spec, &payload, &r.Workflow, &r.Attempt, &created, &readyAt); err != nil {
-			return fmt.Errorf("jobstore: load jobs: %w", err)
+			return fmt.Errorf("sqlitejobs: load jobs: %w", err)
 		}
 		if err := json.Unmarshal(spec, &r.Spec); err != nil {
-			return fmt.Errorf("jobstore: load job %d: %w", r.ID, err)
+			return fmt.Errorf("sqlitejobs: load job %d: %w", r.ID, err)
 		}
 		r.Spec.Payload, r.Spec.After = payload, nil
 		r.Running, r.CreatedAt = state == stRunning, time.UnixMilli(created)
@@ -187,7 +187,7 @@ func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
 		snap.Jobs = append(snap.Jobs, r)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("jobstore: load jobs: %w", err)
+		return fmt.Errorf("sqlitejobs: load jobs: %w", err)
 	}
 	return s.loadDeps(ctx, snap, index)
 }
@@ -197,13 +197,13 @@ func (s *Store) loadDeps(ctx context.Context, snap *jobs.Snapshot, index map[int
 	rows, err := s.db.QueryContext(ctx, `SELECT d.job, d.dep FROM job_deps d JOIN jobs j ON j.id = d.dep
 		WHERE j.state < 2 ORDER BY d.job, d.dep`)
 	if err != nil {
-		return fmt.Errorf("jobstore: load dependencies: %w", err)
+		return fmt.Errorf("sqlitejobs: load dependencies: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var job, dep int64
 		if err := rows.Scan(&job, &dep); err != nil {
-			return fmt.Errorf("jobstore: load dependencies: %w", err)
+			return fmt.Errorf("sqlitejobs: load dependencies: %w", err)
 		}
 		if i, ok := index[job]; ok {
 			snap.Jobs[i].After = append(snap.Jobs[i].After, dep)
@@ -245,7 +245,7 @@ func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
 	args = append(args, f.Limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("jobstore: list jobs: %w", err)
+		return nil, fmt.Errorf("sqlitejobs: list jobs: %w", err)
 	}
 	defer rows.Close()
 	out := []jobs.Job{}
@@ -275,7 +275,7 @@ func scanJob(r scanner) (jobs.Job, error) {
 		return jobs.Job{}, err
 	}
 	if err := json.Unmarshal(spec, &j.JobSpec); err != nil {
-		return jobs.Job{}, fmt.Errorf("jobstore: job %d: %w", id, err)
+		return jobs.Job{}, fmt.Errorf("sqlitejobs: job %d: %w", id, err)
 	}
 	j.ID, j.Payload, j.State = fmt.Sprint(id), payload, stateNames[state]
 	if wf != 0 {
@@ -306,7 +306,7 @@ func (s *Store) WorkflowInfo(ctx context.Context, id int64) (string, error) {
 		return "", &jobs.FieldError{Msg: fmt.Sprintf("no workflow %d", id), Kind: jobs.ErrNotFound}
 	}
 	if err != nil {
-		return "", fmt.Errorf("jobstore: workflow %d: %w", id, err)
+		return "", fmt.Errorf("sqlitejobs: workflow %d: %w", id, err)
 	}
 	return name, nil
 }

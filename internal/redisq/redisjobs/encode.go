@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"bytes"
@@ -69,18 +69,18 @@ func (e *encoder) op(op *jobs.Op) error {
 	switch op.Kind {
 	case jobs.OpPutQueue:
 		if op.Queue == nil {
-			return fmt.Errorf("redis jobstore: put-queue change without a queue")
+			return fmt.Errorf("redisjobs: put-queue change without a queue")
 		}
 		spec, err := json.Marshal(op.Queue)
 		if err != nil {
-			return fmt.Errorf("redis jobstore: queue %q: %w", op.Queue.Name, err)
+			return fmt.Errorf("redisjobs: queue %q: %w", op.Queue.Name, err)
 		}
 		e.add("1", op.Queue.Name, spec)
 	case jobs.OpDeleteQueue:
 		e.add("2", op.Name)
 	case jobs.OpPutLimit:
 		if op.Limit == nil {
-			return fmt.Errorf("redis jobstore: put-limit change without a limit")
+			return fmt.Errorf("redisjobs: put-limit change without a limit")
 		}
 		e.add("3", op.Limit.Pattern, op.Limit.Limit)
 	case jobs.OpWorkflow:
@@ -93,7 +93,7 @@ func (e *encoder) op(op *jobs.Op) error {
 	case jobs.OpReset:
 		return e.reset(op)
 	default:
-		return fmt.Errorf("redis jobstore: unknown change kind %d", op.Kind)
+		return fmt.Errorf("redisjobs: unknown change kind %d", op.Kind)
 	}
 	return nil
 }
@@ -146,7 +146,7 @@ func (h *insertHead) same(o *insertHead) bool {
 
 func (e *encoder) head(r *jobs.Record) (*insertHead, error) {
 	if r == nil {
-		return nil, fmt.Errorf("redis jobstore: insert change without a record")
+		return nil, fmt.Errorf("redisjobs: insert change without a record")
 	}
 	if e.last != nil && e.last.r == r {
 		return e.last, nil
@@ -155,7 +155,7 @@ func (e *encoder) head(r *jobs.Record) (*insertHead, error) {
 	spec.Payload = nil
 	b, err := json.Marshal(spec)
 	if err != nil {
-		return nil, fmt.Errorf("redis jobstore: job %d: %w", r.ID, err)
+		return nil, fmt.Errorf("redisjobs: job %d: %w", r.ID, err)
 	}
 	e.last = &insertHead{r: r, queue: spec.Queue, spec: b, workflow: r.Workflow, created: r.CreatedAt.UnixMilli(), after: joinIDs(r.After)}
 	return e.last, nil
@@ -214,7 +214,7 @@ func (e *encoder) finishes(ops []jobs.Op) (int, error) {
 	first := &ops[0]
 	code := stateCode(first.State)
 	if code < stSucceeded {
-		return 0, fmt.Errorf("redis jobstore: job %d cannot finish as %q", first.ID, first.State)
+		return 0, fmt.Errorf("redisjobs: job %d cannot finish as %q", first.ID, first.State)
 	}
 	n := 1
 	for n < len(ops) && ops[n].Kind == jobs.OpFinish && ops[n].State == first.State && ops[n].At.Equal(first.At) &&

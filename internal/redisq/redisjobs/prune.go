@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func (s *Store) before(ctx context.Context, key string, cut int64, limit int64) 
 	}
 	ids, err := s.rdb.ZRangeArgs(ctx, arg).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redis jobstore: prune: reading %s: %w", key, err)
+		return nil, fmt.Errorf("redisjobs: prune: reading %s: %w", key, err)
 	}
 	return ids, nil
 }
@@ -119,7 +119,7 @@ func (s *Store) pruneJobs(ctx context.Context, cut int64, ids []string) error {
 		cmds[i] = pipe.HMGet(ctx, s.k.prefix+"job:"+id, "q", "wf")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("redis jobstore: prune: reading jobs: %w", err)
+		return fmt.Errorf("redisjobs: prune: reading jobs: %w", err)
 	}
 	keys := []string{s.fence.Key, s.k.finished, s.k.unfinished, s.k.states[stSucceeded], s.k.states[stFailed], s.k.states[stCancelled],
 		s.k.states[stRunning]}
@@ -142,7 +142,7 @@ func (s *Store) pruneJobs(ctx context.Context, cut int64, ids []string) error {
 		}
 	}
 	if err := fenceError(pruneJobsScript.Run(ctx, s.rdb, keys, args...).Err()); err != nil {
-		return fmt.Errorf("redis jobstore: prune %d jobs: %w", len(ids), err)
+		return fmt.Errorf("redisjobs: prune %d jobs: %w", len(ids), err)
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func (s *Store) pruneWorkflows(ctx context.Context, wfs []string) error {
 		args = append(args, wf)
 	}
 	if err := fenceError(pruneWorkflowsScript.Run(ctx, s.rdb, keys, args...).Err()); err != nil {
-		return fmt.Errorf("redis jobstore: prune %d workflows: %w", len(wfs), err)
+		return fmt.Errorf("redisjobs: prune %d workflows: %w", len(wfs), err)
 	}
 	return nil
 }

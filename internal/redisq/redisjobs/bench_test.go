@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // durable, as the engine's concurrent requests do (writers: goroutines
 // with GOMAXPROCS=2); ops/s counts changes.
 //
-//	go test -run XXX -bench Lifecycle ./internal/redisq/jobstore/
+//	go test -run XXX -bench Lifecycle ./internal/redisq/redisjobs/
 func BenchmarkLifecycle(b *testing.B) {
 	rdb := client(b, redistest.Start(b).URL())
 	for _, writers := range []int{2, 16, 256} {
@@ -66,7 +66,7 @@ func BenchmarkLifecycle(b *testing.B) {
 // change must lower; CPU time is steadier than a rate on a shared
 // machine.
 //
-//	go test -run XXX -bench RedisCost -benchtime 200000x ./internal/redisq/jobstore/
+//	go test -run XXX -bench RedisCost -benchtime 200000x ./internal/redisq/redisjobs/
 func BenchmarkRedisCost(b *testing.B) {
 	rdb := client(b, redistest.Start(b, "--appendonly", "yes", "--appendfsync", "everysec").URL())
 	ctx := context.Background()

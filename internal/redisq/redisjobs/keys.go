@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"strconv"

@@ -1,4 +1,4 @@
-package jobstore
+package sqlitejobs
 
 import (
 	"context"
@@ -58,14 +58,14 @@ var statements = map[string]string{
 func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("jobstore: writer connection: %w", err)
+		return nil, fmt.Errorf("sqlitejobs: writer connection: %w", err)
 	}
 	w := &writer{conn: conn, stmts: map[string]*sql.Stmt{}, inTx: map[string]*sql.Stmt{}}
 	for name, q := range statements {
 		st, err := conn.PrepareContext(ctx, q)
 		if err != nil {
 			w.close()
-			return nil, fmt.Errorf("jobstore: prepare %s: %w", name, err)
+			return nil, fmt.Errorf("sqlitejobs: prepare %s: %w", name, err)
 		}
 		w.stmts[name] = st
 	}
@@ -84,7 +84,7 @@ func (w *writer) commit(ops []jobs.Op) error {
 	ctx := context.Background()
 	tx, err := w.conn.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("jobstore: begin: %w", err)
+		return fmt.Errorf("sqlitejobs: begin: %w", err)
 	}
 	defer tx.Rollback()
 	defer clear(w.inTx)
@@ -96,7 +96,7 @@ func (w *writer) commit(ops []jobs.Op) error {
 		i += n
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("jobstore: commit %d changes: %w", len(ops), err)
+		return fmt.Errorf("sqlitejobs: commit %d changes: %w", len(ops), err)
 	}
 	return nil
 }
@@ -108,7 +108,7 @@ func (w *writer) exec(ctx context.Context, tx *sql.Tx, name string, args ...any)
 		w.inTx[name] = st
 	}
 	if _, err := st.ExecContext(ctx, args...); err != nil {
-		return fmt.Errorf("jobstore: %s: %w", name, err)
+		return fmt.Errorf("sqlitejobs: %s: %w", name, err)
 	}
 	return nil
 }
@@ -192,7 +192,7 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("jobstore: unknown change kind %d", op.Kind)
+	return fmt.Errorf("sqlitejobs: unknown change kind %d", op.Kind)
 }
 
 // reset queues a finished job again. A prune may have deleted the job
@@ -222,7 +222,7 @@ func (w *writer) insertAs(ctx context.Context, tx *sql.Tx, stmt string, r *jobs.
 	spec.Payload = nil
 	b, err := json.Marshal(spec)
 	if err != nil {
-		return fmt.Errorf("jobstore: job %d: %w", r.ID, err)
+		return fmt.Errorf("sqlitejobs: job %d: %w", r.ID, err)
 	}
 	var payload any
 	if len(r.Spec.Payload) > 0 {

@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func FuzzParseJob(f *testing.F) {
 		}
 		j, err := parseJob(1, h)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "redis jobstore: job 1: ") {
+			if !strings.HasPrefix(err.Error(), "redisjobs: job 1: ") {
 				t.Fatalf("error %q does not name the job", err)
 			}
 			return

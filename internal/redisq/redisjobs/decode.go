@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"encoding/json"
@@ -33,7 +33,7 @@ type stored struct {
 // error naming the job and the field.
 func parseJob(id int64, h map[string]string) (*stored, error) {
 	if len(h) == 0 {
-		return nil, fmt.Errorf("redis jobstore: job %d: no hash", id)
+		return nil, fmt.Errorf("redisjobs: job %d: no hash", id)
 	}
 	p := fieldParser{id: id, h: h}
 	st := &stored{id: id}
@@ -75,7 +75,7 @@ type fieldParser struct {
 
 func (p *fieldParser) fail(field, format string, args ...any) {
 	if p.err == nil {
-		p.err = fmt.Errorf("redis jobstore: job %d: field %q: %s", p.id, field, fmt.Sprintf(format, args...))
+		p.err = fmt.Errorf("redisjobs: job %d: field %q: %s", p.id, field, fmt.Sprintf(format, args...))
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package jobstore keeps the generic jobs of internal/jobs on Redis, for
+// Package redisjobs keeps the generic jobs of internal/jobs on Redis, for
 // multi-node mode: the leading scheduler runs the jobs engine over this
 // store, and a standby that takes the lead rebuilds the engine from it.
 // docs/redis.md ("Generic jobs") lists every key.
@@ -8,7 +8,7 @@
 // first checks the fence — that scheduler.leader still holds this
 // store's token — and then applies every change of the batch, so that a
 // scheduler that lost the lead cannot write anything.
-package jobstore
+package redisjobs
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 
 // ErrFenced reports that the store's token no longer holds the leader
 // key: another scheduler leads, and this store writes nothing more.
-var ErrFenced = errors.New("redis jobstore: fenced, another scheduler holds the lead")
+var ErrFenced = errors.New("redisjobs: fenced, another scheduler holds the lead")
 
 // Fence is the lease every write checks: Key must hold Token. A zero
 // Fence (empty Token) checks nothing, for tests and single-leader use.
@@ -60,7 +60,7 @@ func New(rdb redis.UniversalClient, keys redisq.Keys, fence Fence, log *slog.Log
 	s := &Store{rdb: rdb, k: newNames(keys), fence: fence, log: log}
 	fenced := func(err error) bool { return errors.Is(err, ErrFenced) }
 	commit := func(ops []jobs.Op) error { return s.commit(context.Background(), ops) }
-	s.GroupCommitter = jobs.NewGroupCommitter("redis jobstore", commit, fenced, nil, log)
+	s.GroupCommitter = jobs.NewGroupCommitter("redisjobs", commit, fenced, nil, log)
 	return s
 }
 

@@ -1,4 +1,4 @@
-package jobstore
+package redisjobs
 
 import (
 	"context"
@@ -31,13 +31,13 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 	}
 	next, err := s.rdb.HMGet(ctx, s.k.next, "job", "workflow").Result()
 	if err != nil {
-		return nil, fmt.Errorf("redis jobstore: load ids: %w", err)
+		return nil, fmt.Errorf("redisjobs: load ids: %w", err)
 	}
 	if snap.NextJob, err = counter(next[0]); err == nil {
 		snap.NextWorkflow, err = counter(next[1])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redis jobstore: load ids from %s: %w", s.k.next, err)
+		return nil, fmt.Errorf("redisjobs: load ids from %s: %w", s.k.next, err)
 	}
 	return snap, nil
 }
@@ -58,24 +58,24 @@ func counter(v any) (int64, error) {
 func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
 	queues, err := s.rdb.HGetAll(ctx, s.k.queues).Result()
 	if err != nil {
-		return fmt.Errorf("redis jobstore: load queues: %w", err)
+		return fmt.Errorf("redisjobs: load queues: %w", err)
 	}
 	for name, spec := range queues {
 		var q jobs.Queue
 		if err := json.Unmarshal([]byte(spec), &q); err != nil {
-			return fmt.Errorf("redis jobstore: load queue %q: %w", name, err)
+			return fmt.Errorf("redisjobs: load queue %q: %w", name, err)
 		}
 		snap.Queues = append(snap.Queues, q)
 	}
 	sort.Slice(snap.Queues, func(i, j int) bool { return snap.Queues[i].Name < snap.Queues[j].Name })
 	limits, err := s.rdb.HGetAll(ctx, s.k.limits).Result()
 	if err != nil {
-		return fmt.Errorf("redis jobstore: load limits: %w", err)
+		return fmt.Errorf("redisjobs: load limits: %w", err)
 	}
 	for pattern, v := range limits {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("redis jobstore: load limit %q: %q is not an integer", pattern, v)
+			return fmt.Errorf("redisjobs: load limit %q: %q is not an integer", pattern, v)
 		}
 		snap.Limits = append(snap.Limits, jobs.KeyLimit{Pattern: pattern, Limit: n})
 	}
@@ -87,7 +87,7 @@ func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
 func (s *Store) loadJobs(ctx context.Context, snap *jobs.Snapshot) error {
 	members, err := s.rdb.ZRange(ctx, s.k.unfinished, 0, -1).Result()
 	if err != nil {
-		return fmt.Errorf("redis jobstore: load jobs: %w", err)
+		return fmt.Errorf("redisjobs: load jobs: %w", err)
 	}
 	ids, err := parseIDs(s.k.unfinished, members)
 	if err != nil {
@@ -114,7 +114,7 @@ func parseIDs(key string, members []string) ([]int64, error) {
 	for i, m := range members {
 		n, err := strconv.ParseInt(m, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("redis jobstore: %s: member %q is not a job id", key, m)
+			return nil, fmt.Errorf("redisjobs: %s: member %q is not a job id", key, m)
 		}
 		ids[i] = n
 	}
@@ -132,7 +132,7 @@ func (s *Store) read(ctx context.Context, ids []int64) ([]*stored, error) {
 			cmds[i] = pipe.HGetAll(ctx, s.k.job(id))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("redis jobstore: read jobs: %w", err)
+			return nil, fmt.Errorf("redisjobs: read jobs: %w", err)
 		}
 		for i, c := range cmds {
 			if len(c.Val()) == 0 {
@@ -153,7 +153,7 @@ func (s *Store) read(ctx context.Context, ids []int64) ([]*stored, error) {
 func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
 	h, err := s.rdb.HGetAll(ctx, s.k.job(id)).Result()
 	if err != nil {
-		return jobs.Job{}, fmt.Errorf("redis jobstore: job %d: %w", id, err)
+		return jobs.Job{}, fmt.Errorf("redisjobs: job %d: %w", id, err)
 	}
 	if len(h) == 0 {
 		return jobs.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
@@ -219,7 +219,7 @@ func (s *Store) page(ctx context.Context, indexes []string, after, count int64) 
 	for i, c := range cmds {
 		members, err := c.Result()
 		if err != nil {
-			return nil, fmt.Errorf("redis jobstore: list jobs: %w", err)
+			return nil, fmt.Errorf("redisjobs: list jobs: %w", err)
 		}
 		more, err := parseIDs(indexes[i], members)
 		if err != nil {
@@ -274,7 +274,7 @@ func (s *Store) WorkflowInfo(ctx context.Context, id int64) (string, error) {
 		return "", &jobs.FieldError{Msg: fmt.Sprintf("no workflow %d", id), Kind: jobs.ErrNotFound}
 	}
 	if err != nil {
-		return "", fmt.Errorf("redis jobstore: workflow %d: %w", id, err)
+		return "", fmt.Errorf("redisjobs: workflow %d: %w", id, err)
 	}
 	return name, nil
 }
