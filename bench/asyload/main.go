@@ -56,7 +56,8 @@ func startService(backends int) (string, func()) {
 	svc, err := service.New(service.Config{
 		DataPath:      filepath.Join(dir, "usher.db"),
 		LocalBackends: backends,
-		Dispatcher:    asyqueue.DispatcherConfig{MaxQueuedPerClient: 100000, MaxQueued: 100000, EstimateEvery: 200 * time.Millisecond},
+		Caps:          asyqueue.Caps{MaxQueuedPerClient: 100000, MaxQueued: 100000},
+		Dispatcher:    asyqueue.DispatcherConfig{EstimateEvery: 200 * time.Millisecond},
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/usherhq/usher/internal/redisq"
-	"github.com/usherhq/usher/internal/webapp"
-
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -11,8 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/service"
+	"github.com/usherhq/usher/internal/webapp"
 )
 
 // serveOptions are the flags of `usher serve` that are not service.Config
@@ -85,8 +85,8 @@ aborts them.`,
 	f.StringArrayVar(&cfg.RemoteBackends, "backend", nil, "URL of a remote usher backend (ws://host:port), repeatable")
 	f.IntVar(&cfg.MediumLimit, "medium-limit", 0, "most medium-or-slow tasks running at once (0: half the backends, rounded up)")
 	f.IntVar(&cfg.SlowLimit, "slow-limit", 0, "most slow tasks running at once (0: a quarter of the backends, rounded up)")
-	f.IntVar(&cfg.Dispatcher.MaxQueued, "max-queued", 1000, "most tasks waiting in the queue")
-	f.IntVar(&cfg.Dispatcher.MaxQueuedPerClient, "max-queued-per-client", 20, "most tasks one client address may have waiting")
+	f.IntVar(&cfg.Caps.MaxQueued, "max-queued", asyqueue.DefaultMaxQueued, "most tasks waiting in the queue")
+	f.IntVar(&cfg.Caps.MaxQueuedPerClient, "max-queued-per-client", asyqueue.DefaultMaxQueuedPerClient, "most tasks one client address may have waiting")
 	f.Var(&o.cacheBytes, "cache-bytes", "result cache bound (0 turns the cache off)")
 	f.Var(&o.uploadBytes, "upload-store-bytes", "bound of the store of recent uploads that restore reads")
 	f.Var(&o.shareBytes, "share-bytes", "the most content one shared project holds")

@@ -13,31 +13,12 @@ import (
 	"github.com/usherhq/usher/internal/sched"
 )
 
-// queueName is the core queue every Asymptote task joins.
-const queueName = "asy"
-
-// Errors the dispatcher returns; the session turns them into `denied`.
-var (
-	ErrQueueFull    = errors.New("queue full")
-	ErrNoBackend    = errors.New("no free backend for an interactive task")
-	ErrStopped      = errors.New("server shutting down")
-	ErrInvalidLimit = errors.New("invalid timeout")
-)
-
-// Texts a session sends when the scheduler ends its task.
-const (
-	haltedText      = "Interactive task halted: its backend was needed for queued tasks"
-	backendLostText = "Backend went away during the task"
-)
-
 // DispatcherConfig sets up a Dispatcher. Zero fields take defaults.
 type DispatcherConfig struct {
-	// Tiers are seed 000's duration tiers (sched.DefaultTiers when empty).
+	// Tiers are the duration tiers (sched.DefaultTiers when empty).
 	Tiers []sched.Tier
-	// MaxQueued caps the tasks waiting in the queue (default 1000);
-	// MaxQueuedPerClient caps those of one client address (default 20).
-	MaxQueued          int
-	MaxQueuedPerClient int
+	// Caps bound the tasks waiting in the queue.
+	Caps Caps
 	// EstimateEvery is how often queued tasks' estimates are recomputed
 	// (default 1 s); EstimateResend is the longest a queued client goes
 	// without a `queue` message (default 5 s).
@@ -53,12 +34,7 @@ func (c *DispatcherConfig) setDefaults() {
 	if len(c.Tiers) == 0 {
 		c.Tiers = sched.DefaultTiers()
 	}
-	if c.MaxQueued <= 0 {
-		c.MaxQueued = 1000
-	}
-	if c.MaxQueuedPerClient <= 0 {
-		c.MaxQueuedPerClient = 20
-	}
+	c.Caps = c.Caps.WithDefaults()
 	if c.EstimateEvery <= 0 {
 		c.EstimateEvery = time.Second
 	}
@@ -100,7 +76,7 @@ type Dispatcher struct {
 	// Owned by the Run goroutine.
 	tickets  map[string]*Ticket
 	backends map[string]backend.Starter
-	queuedBy map[string]int
+	waiting  *Waiting
 	queued   int
 	seq      uint64
 	fresh    bool            // a task joined or left the queue since the last estimate pass
@@ -112,12 +88,9 @@ type Dispatcher struct {
 // NewDispatcher returns a dispatcher with no backends; call Run.
 func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 	cfg.setDefaults()
-	core, err := sched.New(sched.Config{Tiers: cfg.Tiers, Now: cfg.Now, Rand: cfg.Rand})
+	core, err := NewCore(cfg.Tiers, cfg.Now, cfg.Rand)
 	if err != nil {
-		return nil, fmt.Errorf("asyqueue: %w", err)
-	}
-	if err := core.DefineQueue(sched.QueueSpec{Name: queueName}); err != nil {
-		return nil, fmt.Errorf("asyqueue: %w", err)
+		return nil, err
 	}
 	return &Dispatcher{
 		cfg:      cfg,
@@ -126,7 +99,7 @@ func NewDispatcher(cfg DispatcherConfig) (*Dispatcher, error) {
 		stopped:  make(chan struct{}),
 		tickets:  make(map[string]*Ticket),
 		backends: make(map[string]backend.Starter),
-		queuedBy: make(map[string]int),
+		waiting:  NewWaiting(cfg.Caps),
 		down:     make(map[string]bool),
 	}, nil
 }
@@ -257,11 +230,7 @@ func (d *Dispatcher) Enqueue(client string, timeout time.Duration) (*Ticket, err
 }
 
 func (d *Dispatcher) enqueue(client string, timeout time.Duration) (*Ticket, error) {
-	if d.queued >= d.cfg.MaxQueued || d.queuedBy[client] >= d.cfg.MaxQueuedPerClient {
-		d.recent.Add(d.cfg.Now(), "denial", "", ErrQueueFull.Error())
-		return nil, ErrQueueFull
-	}
-	spec := sched.JobSpec{ID: d.nextID(), Queue: queueName, Default: timeout == 0}
+	spec := sched.JobSpec{Queue: QueueName, Default: timeout == 0}
 	if timeout != 0 {
 		tier, ok := d.tierOf(timeout)
 		if !ok {
@@ -269,21 +238,26 @@ func (d *Dispatcher) enqueue(client string, timeout time.Duration) (*Ticket, err
 		}
 		spec.Tier = tier
 	}
+	if err := d.waiting.Admit(client, d.queued); err != nil {
+		d.recent.Add(d.cfg.Now(), "denial", "", err.Error())
+		return nil, err
+	}
+	spec.ID = d.nextID()
 	if err := d.core.Submit(spec); err != nil {
+		d.waiting.Leave(client)
 		return nil, fmt.Errorf("asyqueue: submit: %w", err)
 	}
 	t := NewTicket(spec.ID, client, false)
 	t.queued, t.class = true, d.classOf(spec)
 	d.tickets[t.id] = t
 	d.queued++
-	d.queuedBy[client]++
 	d.fresh = true
 	return t, nil
 }
 
 // StartInteractive starts an interactive task on a free backend at once, or
-// fails with ErrNoBackend (and, as seed 000 says, downgrades one default
-// task so that the next attempt may find room).
+// fails with ErrNoBackend (and downgrades one default task so that the next
+// attempt may find room: docs/design.md, "Duration tiers and preemption").
 func (d *Dispatcher) StartInteractive(client string) (*Ticket, error) {
 	var t *Ticket
 	var err error
@@ -294,7 +268,7 @@ func (d *Dispatcher) StartInteractive(client string) (*Ticket, error) {
 }
 
 func (d *Dispatcher) startInteractive(client string) (*Ticket, error) {
-	a, err := d.core.StartInteractive(sched.JobSpec{ID: d.nextID(), Queue: queueName})
+	a, err := d.core.StartInteractive(sched.JobSpec{ID: d.nextID(), Queue: QueueName})
 	if errors.Is(err, sched.ErrDenied) {
 		d.recent.Add(d.cfg.Now(), "denial", "", ErrNoBackend.Error())
 		return nil, ErrNoBackend
@@ -365,22 +339,28 @@ func (d *Dispatcher) begin(t *Ticket, a sched.Assignment) {
 	t.PostStart(Start{Backend: d.backends[a.WorkerID], BackendID: a.WorkerID, Timeout: a.Duration})
 }
 
+// apply carries out the queue protocol's reaction to a core event.
 func (d *Dispatcher) apply(e sched.Event) {
 	t := d.tickets[e.JobID]
 	if t == nil {
 		return
 	}
-	switch e.Kind {
-	case sched.EventDowngraded:
-		to := d.cfg.Tiers[e.Tier].Name
-		d.recent.Add(d.cfg.Now(), "downgrade", t.id, t.tier+" → "+to)
-		t.tier = to
-		t.PostShorten(e.Duration)
-	case sched.EventHalted:
-		d.recent.Add(d.cfg.Now(), "halt", t.id, "backend "+t.backend+" needed for queued tasks")
-		t.PostEnd(haltedText)
-	case sched.EventFailed, sched.EventCancelled, sched.EventRetrying:
-		t.PostEnd(backendLostText)
+	r, ok := React(e, d.cfg.Tiers, t.tier)
+	if !ok {
+		return
+	}
+	if r.Cancel {
+		_ = d.core.Cancel(e.JobID)
+	}
+	if r.Note.Kind != "" {
+		d.recent.Add(d.cfg.Now(), r.Note.Kind, r.Note.Task, r.Note.Detail)
+	}
+	if r.Shorten > 0 {
+		t.tier = d.cfg.Tiers[r.Tier].Name
+		t.PostShorten(r.Shorten)
+	}
+	if r.End != "" {
+		t.PostEnd(r.End)
 	}
 }
 
@@ -391,9 +371,7 @@ func (d *Dispatcher) unqueue(t *Ticket) {
 	t.queued = false
 	d.queued--
 	d.fresh = true // the tasks behind it moved up
-	if d.queuedBy[t.client]--; d.queuedBy[t.client] == 0 {
-		delete(d.queuedBy, t.client)
-	}
+	d.waiting.Leave(t.client)
 }
 
 // sendEstimates tells each queued task its wait and position when it is
@@ -404,7 +382,7 @@ func (d *Dispatcher) sendEstimates() {
 	if d.queued == 0 {
 		return
 	}
-	estimates, err := d.core.Estimates(queueName, d.queued)
+	estimates, err := d.core.Estimates(QueueName, d.queued)
 	if err != nil {
 		return
 	}

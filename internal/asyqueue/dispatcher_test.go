@@ -21,7 +21,7 @@ func (idleBackend) Start(context.Context, sandbox.Task, sandbox.Sink) (backend.E
 
 func newDispatcher(t *testing.T, backends int) *Dispatcher {
 	t.Helper()
-	return startDispatcher(t, DispatcherConfig{MaxQueued: 4, MaxQueuedPerClient: 3, EstimateEvery: 20 * time.Millisecond}, backends)
+	return startDispatcher(t, DispatcherConfig{Caps: Caps{MaxQueued: 4, MaxQueuedPerClient: 3}, EstimateEvery: 20 * time.Millisecond}, backends)
 }
 
 func startDispatcher(t *testing.T, cfg DispatcherConfig, backends int) *Dispatcher {
@@ -130,7 +130,7 @@ func TestInteractiveTaskHaltedWhenQueuedTaskNeedsItsBackend(t *testing.T) {
 		t.Fatalf("interactive start = %+v, want no tier limit", s)
 	}
 	task := enqueue(t, d, "b", 3*time.Second)
-	if u := next(t, shell); u.End != haltedText {
+	if u := next(t, shell); u.End != HaltedText {
 		t.Fatalf("shell update = %+v, want halted", u)
 	}
 	waitStart(t, task)
@@ -170,7 +170,7 @@ func TestRunningTaskEndsWhenItsBackendGoesAway(t *testing.T) {
 	if err := d.RemoveBackend("b0"); err != nil {
 		t.Fatal(err)
 	}
-	if u := next(t, tk); u.End != backendLostText {
+	if u := next(t, tk); u.End != BackendLostText {
 		t.Fatalf("update = %+v, want backend lost", u)
 	}
 }

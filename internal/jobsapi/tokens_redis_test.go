@@ -22,7 +22,7 @@ func TestRedisTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	toks := tokens.OpenRedis(rdb, redisq.NewKeys(redisq.DefaultPrefix), 0, nil)
+	toks := tokens.OpenRedis(rdb, redisq.DefaultPrefix, 0, nil)
 	_, secret, err := toks.Create(ctx, "admin", tokens.Admin)
 	if err != nil {
 		t.Fatal(err)

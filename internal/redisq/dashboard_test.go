@@ -7,25 +7,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/jobs"
 )
 
 // sampleDashboard is a leader's document with something in every table.
-func sampleDashboard() Dashboard {
+func sampleDashboard() dashboard.Dashboard {
 	wait := int64(1500)
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	return Dashboard{
-		DashboardState: asyqueue.DashboardState{
+	return dashboard.Dashboard{
+		State: dashboard.State{
 			Time:     at,
-			Tiers:    []asyqueue.TierState{{Name: "fast", DurationMS: 3000, Running: 1, Counted: 2, Limit: 2}},
-			Queue:    []asyqueue.QueuedTask{{ID: "7", Class: "slow", Position: 0, EstimateMS: &wait}},
-			Running:  []asyqueue.RunningTask{{ID: "5", Class: "default", Tier: "fast", Backend: "2", StartedAt: at}},
-			Backends: []asyqueue.BackendState{{ID: "2", State: "busy"}},
-			Events:   []asyqueue.DashboardEvent{{Time: at, Kind: "downgrade", Task: "5", Detail: "slow → fast"}},
+			Tiers:    []dashboard.Tier{{Name: "fast", DurationMS: 3000, Running: 1, Counted: 2, Limit: 2}},
+			Queue:    []dashboard.QueuedTask{{ID: "7", Class: "slow", Position: 0, EstimateMS: &wait}},
+			Running:  []dashboard.RunningTask{{ID: "5", Class: "default", Tier: "fast", Backend: "2", StartedAt: at}},
+			Backends: []dashboard.Backend{{ID: "2", State: "busy"}},
+			Events:   []dashboard.Event{{Time: at, Kind: "downgrade", Task: "5", Detail: "slow → fast"}},
 		},
 		Jobs:   jobs.Stats{Queues: []jobs.QueueStats{{Name: "scan", Queued: 3}}},
-		Leader: &DashboardLeader{Node: "sched-a", Token: "4:sched-a"},
+		Leader: &dashboard.Leader{Node: "sched-a", Token: "4:sched-a"},
 	}
 }
 

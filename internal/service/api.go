@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/shares"
 )
@@ -37,7 +36,7 @@ func (s *Service) apiInfo(w http.ResponseWriter, _ *http.Request) {
 		MaxUpload:  s.queueCfg.MaxUpload,
 		MaxShare:   s.shares.MaxBytes(),
 	}
-	for _, d := range s.d.Timeouts() {
+	for _, d := range s.mode.queue().Timeouts() {
 		body.Timeouts = append(body.Timeouts, d.Milliseconds())
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -121,19 +120,6 @@ func decodeStrict(r io.Reader, v any) error {
 	return nil
 }
 
-// dashboard is the state /api/dashboard sends now: this process's queue
-// and jobs, or in multi-node mode the leader's from Redis.
-func (s *Service) dashboard() (redisq.Dashboard, error) {
-	if s.remoteDash != nil {
-		return s.remoteDash.get(s.ctx), nil
-	}
-	st, err := s.d.Dashboard()
-	if err != nil {
-		return redisq.Dashboard{}, err
-	}
-	return redisq.Dashboard{DashboardState: st, Jobs: s.jobs.Stats()}, nil
-}
-
 func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -162,7 +148,7 @@ func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(s.cfg.dashEvery)
 	defer tick.Stop()
 	for {
-		st, err := s.dashboard()
+		st, err := s.mode.dashboard(s.ctx)
 		if err != nil {
 			return
 		}

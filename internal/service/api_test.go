@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/usherhq/usher/internal/asyqueue"
-	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/dashboard"
 )
 
 // call makes one request to the test service and decodes its JSON answer.
@@ -139,14 +138,14 @@ func openDashboard(t *testing.T, ts *testService) *dashboardStream {
 }
 
 // next returns the next snapshot; ok is false once the stream ended.
-func (d *dashboardStream) next() (asyqueue.DashboardState, bool) {
+func (d *dashboardStream) next() (dashboard.State, bool) {
 	d.t.Helper()
 	doc, _, ok := d.nextDoc()
-	return doc.DashboardState, ok
+	return doc.State, ok
 }
 
 // nextDoc returns the next snapshot as a whole and as sent.
-func (d *dashboardStream) nextDoc() (doc redisq.Dashboard, raw string, ok bool) {
+func (d *dashboardStream) nextDoc() (doc dashboard.Dashboard, raw string, ok bool) {
 	d.t.Helper()
 	sawEvent := false
 	for d.sc.Scan() {
@@ -165,13 +164,13 @@ func (d *dashboardStream) nextDoc() (doc redisq.Dashboard, raw string, ok bool) 
 }
 
 // until reads snapshots until one satisfies cond (within 20 s).
-func (d *dashboardStream) until(what string, cond func(asyqueue.DashboardState) bool) asyqueue.DashboardState {
+func (d *dashboardStream) until(what string, cond func(dashboard.State) bool) dashboard.State {
 	d.t.Helper()
-	return d.untilDoc(what, func(doc redisq.Dashboard) bool { return cond(doc.DashboardState) }).DashboardState
+	return d.untilDoc(what, func(doc dashboard.Dashboard) bool { return cond(doc.State) }).State
 }
 
 // untilDoc reads snapshots until one satisfies cond (within 20 s).
-func (d *dashboardStream) untilDoc(what string, cond func(redisq.Dashboard) bool) redisq.Dashboard {
+func (d *dashboardStream) untilDoc(what string, cond func(dashboard.Dashboard) bool) dashboard.Dashboard {
 	d.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	var last string
@@ -186,14 +185,14 @@ func (d *dashboardStream) untilDoc(what string, cond func(redisq.Dashboard) bool
 		last = raw
 	}
 	d.t.Fatalf("no snapshot with %s; the last:\n%s", what, last)
-	return redisq.Dashboard{}
+	return dashboard.Dashboard{}
 }
 
 func TestDashboardShowsRunningQueuedAndEvents(t *testing.T) {
 	ts := startService(t, 1, nil)
 	dash := openDashboard(t, ts)
 	doc, raw, _ := dash.nextDoc()
-	first := doc.DashboardState
+	first := doc.State
 	if len(first.Tiers) != 3 || len(first.Backends) != 1 || first.Backends[0].State != "idle" {
 		t.Fatalf("first snapshot %+v", first)
 	}
@@ -207,7 +206,7 @@ func TestDashboardShowsRunningQueuedAndEvents(t *testing.T) {
 	bad := dial(t, ts.srv)
 	bad.send("options", map[string]any{"format": "gif"})
 	final(t, bad.rest())
-	st := dash.until("a running task, a queued one and a denial", func(st asyqueue.DashboardState) bool {
+	st := dash.until("a running task, a queued one and a denial", func(st dashboard.State) bool {
 		return len(st.Running) == 1 && len(st.Queue) == 1 && len(st.Events) > 0
 	})
 	if r := st.Running[0]; r.Class != "fast" || r.Tier != "fast" || r.Backend != "local-1" || st.Backends[0].State != "busy" {
@@ -220,7 +219,7 @@ func TestDashboardShowsRunningQueuedAndEvents(t *testing.T) {
 		t.Fatalf("event %+v", e)
 	}
 	final(t, waiting.rest())
-	dash.until("a completion rate", func(st asyqueue.DashboardState) bool { return st.TasksPerSecond > 0 })
+	dash.until("a completion rate", func(st dashboard.State) bool { return st.TasksPerSecond > 0 })
 }
 
 func TestDashboardStreamEndsAtShutdown(t *testing.T) {
@@ -240,7 +239,7 @@ func TestDashboardShowsAnUnreachableRemoteBackendAsDown(t *testing.T) {
 	url := "ws" + strings.TrimPrefix(nowhere.URL, "http")
 	nowhere.Close()
 	ts := startService(t, 1, func(c *Config) { c.RemoteBackends = []string{url} })
-	st := openDashboard(t, ts).until("the remote backend down", func(st asyqueue.DashboardState) bool {
+	st := openDashboard(t, ts).until("the remote backend down", func(st dashboard.State) bool {
 		return len(st.Backends) == 2
 	})
 	for _, b := range st.Backends {

@@ -56,7 +56,7 @@ func waitForRemote(t *testing.T, ts *testService) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		snap, err := ts.d.Snapshot()
+		snap, err := ts.dispatcher().Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}

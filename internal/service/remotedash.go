@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/redisq"
 )
 
@@ -34,7 +34,7 @@ type remoteDashboard struct {
 
 	mu     sync.Mutex
 	readAt time.Time
-	last   redisq.Dashboard
+	last   dashboard.Dashboard
 	bad    string // the last problem logged as a warning, to log it once
 }
 
@@ -44,7 +44,7 @@ func newRemoteDashboard(rdb redis.UniversalClient, keys redisq.Keys, every time.
 
 // get returns the leader's dashboard, read at most every r.every;
 // concurrent callers share one read.
-func (r *remoteDashboard) get(ctx context.Context) redisq.Dashboard {
+func (r *remoteDashboard) get(ctx context.Context) dashboard.Dashboard {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.readAt.IsZero() && time.Since(r.readAt) < r.every {
@@ -59,7 +59,7 @@ func (r *remoteDashboard) get(ctx context.Context) redisq.Dashboard {
 // read reads the lease and the document in one pipeline. It shows the
 // document only when the leader that wrote it holds the lease now; else,
 // or when the value is not a dashboard, a state that says why.
-func (r *remoteDashboard) read(ctx context.Context) redisq.Dashboard {
+func (r *remoteDashboard) read(ctx context.Context) dashboard.Dashboard {
 	pipe := r.rdb.Pipeline()
 	lease := pipe.Get(ctx, r.keys.Leader())
 	doc := pipe.Get(ctx, r.keys.Dashboard())
@@ -68,29 +68,29 @@ func (r *remoteDashboard) read(ctx context.Context) redisq.Dashboard {
 	switch {
 	case errors.Is(err, redis.Nil):
 		r.ok()
-		return noData(nil, noLeaderText)
+		return dashboard.Unavailable(time.Now(), nil, noLeaderText)
 	case err != nil:
 		r.warn("dashboard: cannot read scheduler.leader", err)
-		return noData(nil, unreachableText)
+		return dashboard.Unavailable(time.Now(), nil, unreachableText)
 	}
 	leader := leaderOfToken(token)
 	raw, err := doc.Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		r.ok()
-		return noData(leader, notYetText)
+		return dashboard.Unavailable(time.Now(), leader, notYetText)
 	case err != nil:
 		r.warn("dashboard: cannot read scheduler.dashboard", err)
-		return noData(leader, unreadableText)
+		return dashboard.Unavailable(time.Now(), leader, unreadableText)
 	}
 	d, err := redisq.ParseDashboard(raw)
 	if err != nil {
 		r.warn("dashboard: scheduler.dashboard holds a foreign or malformed value; skipped", err)
-		return noData(leader, unreadableText)
+		return dashboard.Unavailable(time.Now(), leader, unreadableText)
 	}
 	r.ok()
 	if d.Leader.Token != token {
-		return noData(leader, notYetText) // the last leader's, not yet replaced
+		return dashboard.Unavailable(time.Now(), leader, notYetText) // the last leader's, not yet replaced
 	}
 	return d
 }
@@ -111,22 +111,10 @@ func (r *remoteDashboard) ok() { r.bad = "" }
 
 // leaderOfToken names the leader of a lease token (nil when the token is
 // not EPOCH:NODE).
-func leaderOfToken(token string) *redisq.DashboardLeader {
+func leaderOfToken(token string) *dashboard.Leader {
 	_, node, err := redisq.ParseToken(token)
 	if err != nil {
 		return nil
 	}
-	return &redisq.DashboardLeader{Node: node, Token: token}
-}
-
-// noData is the dashboard of a queue server that has no leader's state to
-// show: empty tables, the leader when known, and why.
-func noData(leader *redisq.DashboardLeader, why string) redisq.Dashboard {
-	return redisq.Dashboard{
-		DashboardState: asyqueue.DashboardState{Time: time.Now(), Tiers: []asyqueue.TierState{},
-			Queue: []asyqueue.QueuedTask{}, Running: []asyqueue.RunningTask{}, Backends: []asyqueue.BackendState{},
-			Events: []asyqueue.DashboardEvent{}},
-		Leader: leader,
-		NoData: why,
-	}
+	return &dashboard.Leader{Node: node, Token: token}
 }

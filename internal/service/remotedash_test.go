@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/jobsrole"
@@ -159,8 +160,8 @@ func classes[T any](xs []T, class func(T) string) []string {
 	return out
 }
 
-func runningClasses(d redisq.Dashboard) []string {
-	return classes(d.Running, func(r asyqueue.RunningTask) string { return r.Class })
+func runningClasses(d dashboard.Dashboard) []string {
+	return classes(d.Running, func(r dashboard.RunningTask) string { return r.Class })
 }
 
 // A queue server of multi-node mode streams the leading scheduler's state:
@@ -175,11 +176,11 @@ func TestRedisDashboardShowsTheLeadersDeployment(t *testing.T) {
 	}
 	backends := f.addBackends(t, 2)
 	crash := f.startLeader(t, "sched-a")
-	doc := dash.untilDoc("the leader's state", func(d redisq.Dashboard) bool { return d.Leader != nil && d.NoData == "" })
+	doc := dash.untilDoc("the leader's state", func(d dashboard.Dashboard) bool { return d.Leader != nil && d.NoData == "" })
 	if doc.Leader.Node != "sched-a" || !strings.HasSuffix(doc.Leader.Token, ":sched-a") {
 		t.Fatalf("leader %+v", doc.Leader)
 	}
-	limits := classes(doc.Tiers, func(t asyqueue.TierState) string { return t.Name + "=" + strconv.Itoa(t.Limit) })
+	limits := classes(doc.Tiers, func(t dashboard.Tier) string { return t.Name + "=" + strconv.Itoa(t.Limit) })
 	if !slices.Equal(limits, []string{"fast=2", "medium=1", "slow=1"}) {
 		t.Fatalf("tier limits with 2 live backends: %v", limits)
 	}
@@ -187,9 +188,9 @@ func TestRedisDashboardShowsTheLeadersDeployment(t *testing.T) {
 	for i, timeout := range []int{30000, 3000, 30000} {
 		c := dial(t, f.srv)
 		c.compile(quickFigure+"// "+strconv.Itoa(i)+"\n", map[string]any{"timeout": timeout})
-		dash.untilDoc("task "+strconv.Itoa(i)+" on the dashboard", func(d redisq.Dashboard) bool { return len(d.Running)+len(d.Queue) == i+1 })
+		dash.untilDoc("task "+strconv.Itoa(i)+" on the dashboard", func(d dashboard.Dashboard) bool { return len(d.Running)+len(d.Queue) == i+1 })
 	}
-	doc = dash.untilDoc("a slow and a fast task running, a slow one queued", func(d redisq.Dashboard) bool {
+	doc = dash.untilDoc("a slow and a fast task running, a slow one queued", func(d dashboard.Dashboard) bool {
 		return len(d.Running) == 2 && len(d.Queue) == 1
 	})
 	if got := runningClasses(doc); !slices.Equal(got, []string{"slow", "fast"}) {
@@ -200,20 +201,20 @@ func TestRedisDashboardShowsTheLeadersDeployment(t *testing.T) {
 	}
 	slow := doc.Running[0].ID
 	f.rdb.HSet(t.Context(), f.keys.Task(slow), redisq.FieldBackend, backends[1]) // the backend takes it
-	doc = dash.untilDoc("the backend that took the slow task", func(d redisq.Dashboard) bool {
+	doc = dash.untilDoc("the backend that took the slow task", func(d dashboard.Dashboard) bool {
 		return len(d.Running) == 2 && d.Running[0].Backend == backends[1]
 	})
-	if !slices.Equal(doc.Backends, []asyqueue.BackendState{{ID: backends[0], State: "idle"}, {ID: backends[1], State: "busy"}}) {
+	if !slices.Equal(doc.Backends, []dashboard.Backend{{ID: backends[0], State: "idle"}, {ID: backends[1], State: "busy"}}) {
 		t.Fatalf("backends %+v", doc.Backends)
 	}
 
 	f.createQueue(t, "scan")
-	dash.untilDoc("the leader's job queue", func(d redisq.Dashboard) bool {
+	dash.untilDoc("the leader's job queue", func(d dashboard.Dashboard) bool {
 		return slices.ContainsFunc(d.Jobs.Queues, func(q jobs.QueueStats) bool { return q.Name == "scan" })
 	})
 
 	crash()
-	doc = dash.untilDoc("no scheduler leads", func(d redisq.Dashboard) bool { return d.NoData != "" })
+	doc = dash.untilDoc("no scheduler leads", func(d dashboard.Dashboard) bool { return d.NoData != "" })
 	if doc.NoData != noLeaderText || len(doc.Running) != 0 || len(doc.Queue) != 0 {
 		t.Fatalf("after the leader died: %+v", doc)
 	}
@@ -228,8 +229,8 @@ func TestRedisDashboardWithoutALeadersDocument(t *testing.T) {
 	ctx := t.Context()
 	valid := func(token string) string {
 		_, node, _ := redisq.ParseToken(token)
-		b, err := redisq.Dashboard{DashboardState: asyqueue.DashboardState{Time: time.Now(),
-			Tiers: []asyqueue.TierState{{Name: "fast", Limit: 9}}}, Leader: &redisq.DashboardLeader{Node: node, Token: token}}.Encode()
+		b, err := dashboard.Dashboard{State: dashboard.State{Time: time.Now(),
+			Tiers: []dashboard.Tier{{Name: "fast", Limit: 9}}}, Leader: &dashboard.Leader{Node: node, Token: token}}.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +260,7 @@ func TestRedisDashboardWithoutALeadersDocument(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.set()
-			doc := dash.untilDoc(tc.name, func(d redisq.Dashboard) bool {
+			doc := dash.untilDoc(tc.name, func(d dashboard.Dashboard) bool {
 				return d.NoData == tc.noData && (d.Leader == nil) == (tc.leader == "")
 			})
 			if tc.leader != "" && doc.Leader.Node != tc.leader {

@@ -21,19 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/usherhq/usher/internal/asyqueue"
-	"github.com/usherhq/usher/internal/backend"
-	"github.com/usherhq/usher/internal/jobs"
-	"github.com/usherhq/usher/internal/jobsapi"
-	"github.com/usherhq/usher/internal/sqlitejobs"
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/sqlitedb"
-	"github.com/usherhq/usher/internal/tokens"
 	"github.com/usherhq/usher/internal/uploads"
 )
 
@@ -50,7 +45,11 @@ type Config struct {
 	MediumLimit, SlowLimit int
 	Sandbox                sandbox.Config
 	Queue                  asyqueue.Config
-	Dispatcher             asyqueue.DispatcherConfig
+	// Caps bound the tasks waiting in the queue, in either mode.
+	Caps asyqueue.Caps
+	// Dispatcher tunes the embedded default's dispatcher (its Tiers and
+	// Caps come from the fields above).
+	Dispatcher asyqueue.DispatcherConfig
 	// CacheBytes bounds the result cache; 0 turns it off.
 	CacheBytes  int64
 	UploadBytes int64 // bound of the restore store
@@ -98,25 +97,17 @@ type JobsConfig struct {
 	Retention time.Duration
 }
 
-// Service is a configured, not yet serving, embedded default.
+// Service is a configured, not yet serving, `usher serve`: the parts both
+// modes share, and the mode chosen when it was built.
 type Service struct {
 	cfg      Config
 	db       *sql.DB
-	d        *asyqueue.Dispatcher
+	mode     mode
 	queue    *asyqueue.Server
 	handler  http.Handler
 	registry *prometheus.Registry
-	runner   *sandbox.Runner
 	shares   *shares.Store
-	jobs     *jobs.Engine
-	jobStore *sqlitejobs.Store
-	tokens   *tokens.Store
-	jobsAPI  http.Handler
-	redis    redis.UniversalClient // multi-node mode only
-	leader   *leaderProxy          // multi-node mode: /v1 goes to the leading scheduler
-	// remoteDash reads the leader's dashboard (multi-node mode only).
-	remoteDash *remoteDashboard
-	queueCfg   asyqueue.Config // with defaults applied
+	queueCfg asyqueue.Config // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
 	asyVersion string
@@ -124,6 +115,25 @@ type Service struct {
 	stopAll    context.CancelFunc
 	ctx        context.Context
 	stopping   chan struct{} // closed when shutdown begins: live streams end
+}
+
+// mode is what the embedded default and a queue server of multi-node mode
+// do differently. New chooses one, once, from the configuration.
+type mode interface {
+	// queue is what /asy submits tasks to.
+	queue() asyqueue.Queue
+	// snapshots feeds the queue's gauges in /metrics (nil: none here).
+	snapshots() *asyqueue.Dispatcher
+	// v1 serves the generic jobs' API under /v1/.
+	v1() http.Handler
+	// dashboard is the state /api/dashboard sends now.
+	dashboard(ctx context.Context) (dashboard.Dashboard, error)
+	// start runs the mode's work until ctx ends.
+	start(ctx context.Context) error
+	// drain stops handing out new work: shutdown has begun.
+	drain()
+	// close releases what the mode holds.
+	close()
 }
 
 // New opens the data file, checks the sandbox and wires every part.
@@ -156,23 +166,6 @@ func (s *Service) open(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.cfg.checkRedisMode(); err != nil {
-		return err
-	}
-	if s.cfg.LocalBackends > 0 {
-		scfg := s.cfg.Sandbox
-		if scfg.SpareDisplays == 0 {
-			scfg.SpareDisplays = s.cfg.LocalBackends // one per task that may run at once
-		}
-		if s.runner, err = sandbox.New(scfg); err != nil {
-			return err
-		}
-	}
-	dcfg := s.cfg.Dispatcher
-	dcfg.Tiers = asyqueue.Tiers(s.cfg.MediumLimit, s.cfg.SlowLimit)
-	if s.d, err = asyqueue.NewDispatcher(dcfg); err != nil {
-		return err
-	}
 	qcfg := s.cfg.Queue
 	qcfg.Logger = s.cfg.Logger
 	if qcfg.AsyVersion == "" {
@@ -187,27 +180,26 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if s.cfg.Redis.URL == "" {
-		// In multi-node mode the leading scheduler runs /v1, keeps its
-		// tokens in Redis and exports usher_jobs_* itself.
-		if err := s.openJobs(ctx); err != nil {
-			return err
-		}
-		s.registry.MustRegister(jobsapi.NewCollector(s.jobs))
+	if s.mode, err = s.openMode(ctx); err != nil {
+		return err
 	}
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
-	if s.cfg.Redis.URL != "" {
-		q, err := s.openRedis(ctx)
-		if err != nil {
-			return err
-		}
-		s.queue = asyqueue.NewServer(ctx, qcfg, q, store, cache, asyqueue.NewMetrics(s.registry, nil))
-	} else {
-		s.queue = asyqueue.NewServer(ctx, qcfg, s.d, store, cache, asyqueue.NewMetrics(s.registry, s.d))
-	}
+	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), store, cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
 	s.handler = s.routes()
 	return nil
 }
+
+// openMode builds the mode the configuration asks for: a queue server of
+// multi-node mode when a Redis URL is given, the embedded default else.
+func (s *Service) openMode(ctx context.Context) (mode, error) {
+	if s.cfg.Redis.URL != "" {
+		return openMultiNode(ctx, s.cfg)
+	}
+	return openEmbedded(ctx, s.cfg, s.db, s.registry)
+}
+
+// tiers are the duration tiers of the Asymptote queue, in either mode.
+func (c *Config) tiers() []sched.Tier { return asyqueue.Tiers(c.MediumLimit, c.SlowLimit) }
 
 // asyVersion asks asy for its version line, part of the cache key.
 func asyVersion(ctx context.Context) string {
@@ -227,11 +219,7 @@ func (s *Service) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/info", s.apiInfo)
 	mux.HandleFunc("GET /api/dashboard", s.apiDashboard)
-	if s.redis != nil {
-		mux.Handle("/v1/", s.leader)
-	} else {
-		mux.Handle("/v1/", s.jobsAPI)
-	}
+	mux.Handle("/v1/", s.mode.v1())
 	mux.HandleFunc("POST /api/shares", s.apiPostShare)
 	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
 	if s.cfg.WebApp != nil {
@@ -252,26 +240,16 @@ func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// Start runs the dispatcher and registers the backends; it returns once
-// the service can take tasks.
+// Start runs the mode's work (in the embedded default: the dispatcher,
+// the jobs engine and the backends); it returns once the service can take
+// tasks.
 func (s *Service) Start() error {
-	go s.d.Run(s.ctx)
-	if s.jobs != nil {
-		go s.jobs.Run(s.ctx)
-		if s.cfg.Jobs.Retention > 0 {
-			go s.jobStore.Prune(s.ctx, s.cfg.Jobs.Retention, time.Hour)
-		}
-	}
-	for i := range s.cfg.LocalBackends {
-		if err := s.d.AddBackend(fmt.Sprintf("local-%d", i+1), backend.Sandbox(s.runner)); err != nil {
-			return err
-		}
-	}
-	for _, url := range s.cfg.RemoteBackends {
-		go watchRemote(s.ctx, s.d, url, s.cfg.Logger)
+	if err := s.mode.start(s.ctx); err != nil {
+		return err
 	}
 	// Ready once started: with backends configured, or as a server of
-	// generic jobs only (--backends 0).
+	// generic jobs only (--backends 0), or as a queue server of multi-node
+	// mode.
 	s.ready.Store(true)
 	return nil
 }
@@ -314,9 +292,7 @@ func (s *Service) shutdown(srv *http.Server) error {
 		grace = 30 * time.Second
 	}
 	s.cfg.Logger.Info("usher shutting down", "grace", grace)
-	if s.jobs != nil {
-		s.jobs.Drain()
-	}
+	s.mode.drain()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = srv.Shutdown(ctx) // hijacked WebSocket connections are not waited for here
@@ -334,14 +310,8 @@ func (s *Service) shutdown(srv *http.Server) error {
 
 func (s *Service) close() {
 	s.stopAll()
-	if s.runner != nil {
-		_ = s.runner.Close() // kills the spare displays, removes the shader cache template; the tasks were cancelled above
-	}
-	if s.redis != nil {
-		s.redis.Close()
-	}
-	if s.jobStore != nil {
-		s.jobStore.Close()
+	if s.mode != nil {
+		s.mode.close()
 	}
 	if s.db != nil {
 		s.db.Close()

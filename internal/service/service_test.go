@@ -47,7 +47,8 @@ func startService(t testing.TB, backends int, mutate func(*Config)) *testService
 		UploadBytes:   8 << 20,
 		Sandbox:       sandbox.Config{WorkRoot: work},
 		Queue:         asyqueue.Config{MaxUpload: 64 << 10, IdleBeforeRun: 2 * time.Second},
-		Dispatcher:    asyqueue.DispatcherConfig{EstimateEvery: 100 * time.Millisecond, EstimateResend: 300 * time.Millisecond, MaxQueuedPerClient: 1000},
+		Caps:          asyqueue.Caps{MaxQueuedPerClient: 1000},
+		Dispatcher:    asyqueue.DispatcherConfig{EstimateEvery: 100 * time.Millisecond, EstimateResend: 300 * time.Millisecond},
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -74,7 +75,7 @@ func (ts *testService) waitIdle(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		snap, err := ts.d.Snapshot()
+		snap, err := ts.dispatcher().Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -486,7 +487,7 @@ func TestClientGoneLeavesNothingBehind(t *testing.T) {
 }
 
 func TestManyConcurrentClientsEachGetExactlyOneEnd(t *testing.T) {
-	ts := startService(t, 2, func(c *Config) { c.Dispatcher.MaxQueued = 60 })
+	ts := startService(t, 2, func(c *Config) { c.Caps.MaxQueued = 60 })
 	timeouts := []any{nil, 3000, 10000, 30000}
 	var wg sync.WaitGroup
 	ends := make(chan string, 200)
@@ -590,3 +591,6 @@ func TestShutdownLetsRunningTasksFinishThenAbortsTheRest(t *testing.T) {
 		t.Fatalf("%d work directories left after shutdown", len(entries))
 	}
 }
+
+// dispatcher is the embedded default's dispatcher.
+func (ts *testService) dispatcher() *asyqueue.Dispatcher { return ts.mode.(*embedded).d }

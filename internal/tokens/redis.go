@@ -11,24 +11,31 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/usherhq/usher/internal/redisq"
 )
 
 // DefaultCacheTTL is how long a Redis store trusts a token it read: a
 // token deleted on another node stops working there within this time.
 const DefaultCacheTTL = 2 * time.Second
 
-// redisBackend keeps tokens in two hashes (docs/redis.md, "Generic jobs"):
-// tokens (hex SHA-256 → record JSON) and tokens.ids (id → hex SHA-256).
-// Lookups read Redis and keep a found record for ttl; unknown secrets are
+// redisKeys are the Redis store's keys under the deployment's key prefix
+// (docs/redis.md, "Generic jobs"), all it reads and writes:
+//   - PREFIX tokens (hash): hex SHA-256 of a secret → the token's record
+//     (JSON: id, name, role, createdAt in unix ms);
+//   - PREFIX tokens.ids (hash): a token's id → hex SHA-256 of its secret.
+type redisKeys struct{ byHash, ids string }
+
+func newRedisKeys(prefix string) redisKeys {
+	return redisKeys{byHash: prefix + "tokens", ids: prefix + "tokens.ids"}
+}
+
+// redisBackend keeps tokens in the two hashes of redisKeys. Lookups read Redis and keep a found record for ttl; unknown secrets are
 // not cached, so a token created on another node works at once.
 type redisBackend struct {
-	rdb         redis.UniversalClient
-	byHash, ids string
-	ttl         time.Duration
-	log         *slog.Logger
-	now         func() time.Time
+	rdb redis.UniversalClient
+	redisKeys
+	ttl time.Duration
+	log *slog.Logger
+	now func() time.Time
 
 	mu    sync.Mutex
 	cache map[[32]byte]cached
@@ -43,19 +50,20 @@ type cached struct {
 // are dropped.
 const maxCache = 4096
 
-// OpenRedis returns a token store on rdb under keys' prefix. A token read
+// OpenRedis returns a token store on rdb, its keys under prefix (the
+// deployment's, redisq.DefaultPrefix unless configured). A token read
 // from Redis is trusted for ttl (DefaultCacheTTL when 0): a deletion on
 // another node takes effect here within ttl, at once on the node that
 // deletes. log (nil: slog.Default) receives malformed records, which are
 // skipped.
-func OpenRedis(rdb redis.UniversalClient, keys redisq.Keys, ttl time.Duration, log *slog.Logger) *Store {
+func OpenRedis(rdb redis.UniversalClient, prefix string, ttl time.Duration, log *slog.Logger) *Store {
 	if ttl <= 0 {
 		ttl = DefaultCacheTTL
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{b: &redisBackend{rdb: rdb, byHash: keys.Prefix() + "tokens", ids: keys.Prefix() + "tokens.ids",
+	return &Store{b: &redisBackend{rdb: rdb, redisKeys: newRedisKeys(prefix),
 		ttl: ttl, log: log, now: time.Now, cache: map[[32]byte]cached{}}}
 }
 

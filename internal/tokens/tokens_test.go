@@ -45,7 +45,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) func() *Store {
 		},
 		"redis": func(t *testing.T) func() *Store {
 			rdb := redisClient(t, redistest.Start(t).URL())
-			return func() *Store { return OpenRedis(rdb, redisq.NewKeys(redisq.DefaultPrefix), 0, nil) }
+			return func() *Store { return OpenRedis(rdb, redisq.DefaultPrefix, 0, nil) }
 		},
 	}
 }
@@ -163,7 +163,7 @@ func TestRedisNodesShareTokens(t *testing.T) {
 	rdb := redisClient(t, redistest.StartCluster(t, 3).URL())
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	clk := &clock{now: time.Unix(1700000000, 0)}
-	a, b := OpenRedis(rdb, keys, time.Second, nil), OpenRedis(rdb, keys, time.Second, nil)
+	a, b := OpenRedis(rdb, keys.Prefix(), time.Second, nil), OpenRedis(rdb, keys.Prefix(), time.Second, nil)
 	a.b.(*redisBackend).now, b.b.(*redisBackend).now = clk.Now, clk.Now
 	if _, err := b.Lookup(ctx, "usher_not-yet-created-secret"); err != ErrNotFound {
 		t.Fatalf("an unknown secret: %v", err)
@@ -196,7 +196,7 @@ func TestRedisMalformedRecordIsSkipped(t *testing.T) {
 	ctx := context.Background()
 	rdb := redisClient(t, redistest.Start(t).URL())
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
-	s := OpenRedis(rdb, keys, 0, nil)
+	s := OpenRedis(rdb, keys.Prefix(), 0, nil)
 	good, err := s.Add(ctx, "a-good-secret-of-some-length", "good", Admin)
 	if err != nil {
 		t.Fatal(err)

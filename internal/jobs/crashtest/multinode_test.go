@@ -238,6 +238,6 @@ func (m *multiNode) logTail(n int) string {
 func (m *multiNode) reopen(t *testing.T, p *plan) {
 	t.Helper()
 	store := redisjobs.New(m.rdb, m.keys, redisjobs.Fence{}, nil)
-	toks := tokens.OpenRedis(m.rdb, m.keys, 0, nil)
+	toks := tokens.OpenRedis(m.rdb, m.keys.Prefix(), 0, nil)
 	checkReopened(t, jobsapitest.StartOn(t, store, toks, jobsapitest.Options{}), p)
 }

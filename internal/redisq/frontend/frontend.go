@@ -1,6 +1,6 @@
 // Package frontend is the queue server's side of multi-node mode: an
-// asyqueue.Queue that hands each task to Redis as seed 000's "Queue server
-// (task)" steps say and follows it there, so that `usher serve --redis`
+// asyqueue.Queue that hands each task to Redis and follows it there
+// (docs/design.md, "Multi-node mode: roles and keys"), so that `usher serve --redis`
 // serves /asy with the scheduler and the backends on other machines.
 // docs/redis.md lists the steps and the keys.
 package frontend
@@ -28,11 +28,9 @@ type Config struct {
 	Tiers []sched.Tier // the timeouts clients may choose [sched.DefaultTiers]
 	// Node names this queue server in the task hashes it writes.
 	Node string
-	// MaxQueued caps the tasks waiting in Redis, all queue servers
-	// together [1000]; MaxQueuedPerClient those of one client address on
-	// this queue server [20].
-	MaxQueued          int
-	MaxQueuedPerClient int
+	// Caps bound the tasks waiting in Redis: MaxQueued counts those of all
+	// queue servers together, MaxQueuedPerClient a client's on this one.
+	Caps asyqueue.Caps
 	// Wait is how long one blocking read waits for news of a task [1 s];
 	// Renew how often the task's keys are kept from expiring [60 s].
 	Wait   time.Duration
@@ -44,12 +42,7 @@ func (c *Config) setDefaults() {
 	if len(c.Tiers) == 0 {
 		c.Tiers = sched.DefaultTiers()
 	}
-	if c.MaxQueued <= 0 {
-		c.MaxQueued = 1000
-	}
-	if c.MaxQueuedPerClient <= 0 {
-		c.MaxQueuedPerClient = 20
-	}
+	c.Caps = c.Caps.WithDefaults()
 	if c.Wait <= 0 {
 		c.Wait = time.Second
 	}
@@ -67,9 +60,9 @@ type Queue struct {
 	cfg Config
 	ctx context.Context // ends every task's watcher
 
-	mu       sync.Mutex
-	tasks    map[*asyqueue.Ticket]*task
-	queuedBy map[string]int
+	mu      sync.Mutex
+	tasks   map[*asyqueue.Ticket]*task
+	waiting *asyqueue.Waiting // this queue server's waiting tasks per client
 }
 
 // task is one task this queue server put into Redis.
@@ -83,13 +76,14 @@ type task struct {
 
 	mu      sync.Mutex
 	address string // the backend's, once delivered
-	counted bool   // counts toward queuedBy
+	counted bool   // counts toward its client's waiting tasks
 }
 
 // New returns a Queue on rdb whose watchers end with ctx.
 func New(ctx context.Context, rdb redis.UniversalClient, cfg Config) *Queue {
 	cfg.setDefaults()
-	return &Queue{rdb: rdb, cfg: cfg, ctx: ctx, tasks: map[*asyqueue.Ticket]*task{}, queuedBy: map[string]int{}}
+	return &Queue{rdb: rdb, cfg: cfg, ctx: ctx, tasks: map[*asyqueue.Ticket]*task{},
+		waiting: asyqueue.NewWaiting(cfg.Caps)}
 }
 
 // Timeouts lists the tiers' durations.
@@ -107,8 +101,7 @@ func (q *Queue) NoteDenial(text string) {
 	q.cfg.Logger.Debug("asy: denied", "reason", text)
 }
 
-// Submit writes t into Redis and queues it (seed 000, "Queue server
-// (task)"): an ID from task.counter, the task and files hashes with a 600 s
+// Submit writes t into Redis and queues it: an ID from task.counter, the task and files hashes with a 600 s
 // expiry, the ID on queue.incoming.
 func (q *Queue) Submit(client string, t sandbox.Task) (*asyqueue.Ticket, error) {
 	if err := q.admit(client, t); err != nil {
@@ -134,20 +127,10 @@ func (q *Queue) admit(client string, t sandbox.Task) error {
 	if t.Interactive {
 		return nil
 	}
+	total := q.queuedInRedis()
 	q.mu.Lock()
-	full := q.queuedBy[client] >= q.cfg.MaxQueuedPerClient
-	if !full {
-		q.queuedBy[client]++
-	}
-	q.mu.Unlock()
-	if full {
-		return asyqueue.ErrQueueFull
-	}
-	if q.waiting() >= int64(q.cfg.MaxQueued) {
-		q.unadmit(client, t)
-		return asyqueue.ErrQueueFull
-	}
-	return nil
+	defer q.mu.Unlock()
+	return q.waiting.Admit(client, total)
 }
 
 func (q *Queue) unadmit(client string, t sandbox.Task) {
@@ -156,14 +139,12 @@ func (q *Queue) unadmit(client string, t sandbox.Task) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.queuedBy[client]--; q.queuedBy[client] <= 0 {
-		delete(q.queuedBy, client)
-	}
+	q.waiting.Leave(client)
 }
 
-// waiting counts the tasks queued in Redis; on error it lets the task in
-// (creating it will fail the same way and say so).
-func (q *Queue) waiting() int64 {
+// queuedInRedis counts the tasks queued in Redis; on error it lets the
+// task in (creating it will fail the same way and say so).
+func (q *Queue) queuedInRedis() int {
 	var queued, incoming *redis.IntCmd
 	_, err := q.rdb.Pipelined(q.ctx, func(p redis.Pipeliner) error {
 		queued = p.ZCard(q.ctx, q.cfg.Keys.Queue())
@@ -173,7 +154,7 @@ func (q *Queue) waiting() int64 {
 	if err != nil {
 		return 0
 	}
-	return queued.Val() + incoming.Val()
+	return int(queued.Val() + incoming.Val())
 }
 
 func (q *Queue) isTier(d time.Duration) bool {

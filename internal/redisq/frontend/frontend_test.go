@@ -178,7 +178,7 @@ func TestAbortWhileQueuedGivesTheTaskBack(t *testing.T) {
 
 func TestCapsAndBadTimeouts(t *testing.T) {
 	srv := redistest.Start(t)
-	q, rdb := newQueue(t, srv.URL(), Config{MaxQueued: 4, MaxQueuedPerClient: 2})
+	q, rdb := newQueue(t, srv.URL(), Config{Caps: asyqueue.Caps{MaxQueued: 4, MaxQueuedPerClient: 2}})
 	ctx := t.Context()
 	if _, err := q.Submit("a", svgTask(5*time.Second)); !errors.Is(err, asyqueue.ErrInvalidLimit) {
 		t.Fatalf("5 s timeout: %v, want ErrInvalidLimit", err)

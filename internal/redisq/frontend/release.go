@@ -31,7 +31,8 @@ return false
 
 // Release ends the task: the watcher stops and the task's keys are
 // deleted. A task whose backend was never dialled is taken back from the
-// scheduler (seed 000: aborted before the address is delivered).
+// scheduler: it was aborted before its backend's address was delivered
+// (docs/design.md, "Multi-node mode: roles and keys").
 func (q *Queue) Release(t *asyqueue.Ticket, _ bool) {
 	q.mu.Lock()
 	tk := q.tasks[t]
@@ -58,9 +59,7 @@ func (q *Queue) uncount(tk *task) {
 	defer q.mu.Unlock()
 	if tk.counted {
 		tk.counted = false
-		if q.queuedBy[tk.client]--; q.queuedBy[tk.client] <= 0 {
-			delete(q.queuedBy, tk.client)
-		}
+		q.waiting.Leave(tk.client)
 	}
 }
 

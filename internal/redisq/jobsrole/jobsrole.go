@@ -72,7 +72,7 @@ func New(ctx context.Context, cfg Config) (*Role, error) {
 	if cfg.PublishTTL <= 0 {
 		cfg.PublishTTL = 3 * time.Second
 	}
-	r := &Role{cfg: cfg, tokens: tokens.OpenRedis(cfg.Client, cfg.Keys, 0, cfg.Logger)}
+	r := &Role{cfg: cfg, tokens: tokens.OpenRedis(cfg.Client, cfg.Keys.Prefix(), 0, cfg.Logger)}
 	if err := r.ensureAdmin(ctx); err != nil {
 		return nil, err
 	}

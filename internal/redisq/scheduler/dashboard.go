@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/redisq"
 )
 
@@ -61,28 +62,28 @@ func (l *leader) writeDashboard(ctx context.Context) error {
 
 // dashboard builds the deployment's dashboard from the core and what the
 // leader tracks, with the backends from Redis.
-func (l *leader) dashboard(ctx context.Context) (redisq.Dashboard, error) {
+func (l *leader) dashboard(ctx context.Context) (dashboard.Dashboard, error) {
 	live, backendOf, err := l.readBackends(ctx)
 	if err != nil {
-		return redisq.Dashboard{}, err
+		return dashboard.Dashboard{}, err
 	}
 	p := asyqueue.DashboardParts{Now: l.s.cfg.Now(), Core: l.core.Snapshot(), Live: live,
 		Events: &l.s.recent, Ended: &l.s.ended, Class: l.classOfTask}
 	if l.queued > 0 {
-		p.Queue, _ = l.core.Estimates(queueName, min(l.queued, maxDashboardQueue)) // the queue always exists
+		p.Queue, _ = l.core.Estimates(asyqueue.QueueName, min(l.queued, maxDashboardQueue)) // the queue always exists
 	}
 	for id, t := range l.tasks {
 		if !t.running {
 			continue
 		}
-		r := asyqueue.RunningTask{ID: id, Class: t.class, Backend: backendOf[id], StartedAt: t.startedAt, Interactive: t.interactive}
+		r := dashboard.RunningTask{ID: id, Class: t.class, Backend: backendOf[id], StartedAt: t.startedAt, Interactive: t.interactive}
 		if !t.interactive {
 			r.Tier = l.s.cfg.Tiers[t.tier].Name
 		}
 		p.Running = append(p.Running, r)
 	}
-	d := redisq.Dashboard{DashboardState: asyqueue.BuildDashboard(p),
-		Leader: &redisq.DashboardLeader{Node: l.s.cfg.Node, Token: l.token}}
+	d := dashboard.Dashboard{State: asyqueue.BuildDashboard(p),
+		Leader: &dashboard.Leader{Node: l.s.cfg.Node, Token: l.token}}
 	if l.s.cfg.JobsStats != nil {
 		if st, ok := l.s.cfg.JobsStats(); ok {
 			d.Jobs = st

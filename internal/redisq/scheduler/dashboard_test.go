@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/redisq"
 )
 
@@ -15,11 +15,11 @@ import (
 func fastDashboard(c *Config) { c.DashboardEvery = 50 * time.Millisecond }
 
 // dashboard reads and parses scheduler.dashboard (ok false while absent).
-func (e *env) dashboard() (redisq.Dashboard, bool) {
+func (e *env) dashboard() (dashboard.Dashboard, bool) {
 	e.t.Helper()
 	b, err := e.rdb.Get(e.ctx(), e.keys.Dashboard()).Bytes()
 	if err != nil {
-		return redisq.Dashboard{}, false
+		return dashboard.Dashboard{}, false
 	}
 	d, err := redisq.ParseDashboard(b)
 	if err != nil {
@@ -29,9 +29,9 @@ func (e *env) dashboard() (redisq.Dashboard, bool) {
 }
 
 // waitDashboard waits for a published dashboard that satisfies cond.
-func (e *env) waitDashboard(what string, cond func(redisq.Dashboard) bool) redisq.Dashboard {
+func (e *env) waitDashboard(what string, cond func(dashboard.Dashboard) bool) dashboard.Dashboard {
 	e.t.Helper()
-	var d redisq.Dashboard
+	var d dashboard.Dashboard
 	e.waitFor(what, wait, func() bool {
 		var ok bool
 		d, ok = e.dashboard()
@@ -48,7 +48,7 @@ func (e *env) tookAs(id, bid string) {
 	}
 }
 
-func queueIDs(d redisq.Dashboard) []string {
+func queueIDs(d dashboard.Dashboard) []string {
 	var ids []string
 	for _, q := range d.Queue {
 		ids = append(ids, q.ID)
@@ -77,7 +77,7 @@ func TestLeaderPublishesTheDeploymentsDashboard(t *testing.T) {
 	i := e.submit(0, true) // no free backend: denied
 	e.waitFor("interactive task denied", wait, func() bool { return len(e.control(i)) == 1 })
 
-	dash := e.waitDashboard("two running, two queued, two events", func(x redisq.Dashboard) bool {
+	dash := e.waitDashboard("two running, two queued, two events", func(x dashboard.Dashboard) bool {
 		return len(x.Running) == 2 && len(x.Queue) == 2 && len(x.Events) == 2
 	})
 	if tok := e.status(n).Token; dash.Leader == nil || dash.Leader.Node != "a" || dash.Leader.Token != tok {
@@ -90,7 +90,7 @@ func TestLeaderPublishesTheDeploymentsDashboard(t *testing.T) {
 	if !slices.Equal(limits, []int{2, 1, 1}) {
 		t.Fatalf("tier limits %v with 2 backends, want [2 1 1]", limits)
 	}
-	want := []asyqueue.RunningTask{
+	want := []dashboard.RunningTask{
 		{ID: d, Class: "default", Tier: "fast", Backend: b[0]},
 		{ID: s, Class: "slow", Tier: "slow"},
 	}
@@ -103,7 +103,7 @@ func TestLeaderPublishesTheDeploymentsDashboard(t *testing.T) {
 		q[0].Position != 0 || q[1].Position != 1 || q[0].EstimateMS == nil || q[1].EstimateMS == nil {
 		t.Fatalf("queue %+v", q)
 	}
-	if !slices.Equal(dash.Backends, []asyqueue.BackendState{{ID: b[0], State: "busy"}, {ID: b[1], State: "idle"}}) {
+	if !slices.Equal(dash.Backends, []dashboard.Backend{{ID: b[0], State: "busy"}, {ID: b[1], State: "idle"}}) {
 		t.Fatalf("backends %+v", dash.Backends)
 	}
 	if ev := dash.Events; ev[0].Kind != "denial" || ev[0].Task != i || ev[1].Kind != "downgrade" || ev[1].Task != d || ev[1].Detail != "slow → fast" {
@@ -117,7 +117,7 @@ func TestLeaderPublishesTheDeploymentsDashboard(t *testing.T) {
 	}
 
 	e.finish(d)
-	after := e.waitDashboard("the fast task running once the default one ended", func(x redisq.Dashboard) bool {
+	after := e.waitDashboard("the fast task running once the default one ended", func(x dashboard.Dashboard) bool {
 		return slices.Equal(queueIDs(x), []string{m}) && x.TasksPerSecond > 0
 	})
 	if after.TasksPerSecond != 1.0/60 {
@@ -131,7 +131,7 @@ func TestDeposedLeaderCannotReplaceTheDashboard(t *testing.T) {
 	e := newEnv(t)
 	a := e.startScheduler("a", fastDashboard)
 	e.waitLeading(a, wait)
-	e.waitDashboard("a's dashboard", func(x redisq.Dashboard) bool { return x.Leader.Node == "a" })
+	e.waitDashboard("a's dashboard", func(x dashboard.Dashboard) bool { return x.Leader.Node == "a" })
 	paused, resume := make(chan struct{}), make(chan struct{})
 	results := make(chan [2]error, 1)
 	go func() {
@@ -144,7 +144,7 @@ func TestDeposedLeaderCannotReplaceTheDashboard(t *testing.T) {
 	<-paused
 	b := e.startScheduler("b", fastDashboard)
 	e.waitLeading(b, takeover)
-	e.waitDashboard("b's dashboard", func(x redisq.Dashboard) bool { return x.Leader.Node == "b" })
+	e.waitDashboard("b's dashboard", func(x dashboard.Dashboard) bool { return x.Leader.Node == "b" })
 	close(resume)
 	res := <-results
 	if !errors.Is(res[0], errFenced) || !errors.Is(res[1], errFenced) {
@@ -168,7 +168,7 @@ func TestDashboardFailureDoesNotStopScheduling(t *testing.T) {
 	e.addBackends(1, time.Minute)
 	id := e.submit(3000, false)
 	e.waitFor("task out", wait, func() bool { return slices.Contains(e.outcoming(), id) })
-	e.waitDashboard("the dashboard again", func(x redisq.Dashboard) bool { return len(x.Running) == 1 })
+	e.waitDashboard("the dashboard again", func(x dashboard.Dashboard) bool { return len(x.Running) == 1 })
 	if !e.status(n).Leading {
 		t.Fatal("the leader stepped down")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
 )
 
@@ -19,7 +20,7 @@ func (l *leader) estimates(ctx context.Context) error {
 	if l.queued <= 0 {
 		return nil
 	}
-	es, err := l.core.Estimates(queueName, l.queued)
+	es, err := l.core.Estimates(asyqueue.QueueName, l.queued)
 	if err != nil {
 		return nil // the queue always exists
 	}

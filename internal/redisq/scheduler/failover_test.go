@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 )
 
@@ -193,7 +194,7 @@ func TestStandbyAdoptsDefaultAndInteractiveTasks(t *testing.T) {
 	if c := e.control(d); !slices.Equal(c, []string{"timeout 3000"}) {
 		t.Fatalf("control of the default task %v", c)
 	}
-	if c := e.control(i); !slices.Equal(c, []string{"end " + haltedText}) {
+	if c := e.control(i); !slices.Equal(c, []string{"end " + asyqueue.HaltedText}) {
 		t.Fatalf("control of the interactive task %v", c)
 	}
 	if ex := e.executing(); !maps.Equal(ex, map[string]string{d: "3000", s: "30000"}) {
@@ -213,7 +214,7 @@ func TestLastBackendGoneEndsItsTasks(t *testing.T) {
 	e.takeTask("b1")
 	e.rdb.Del(e.ctx(), e.keys.Backend(b))
 	e.waitFor("task ended", wait, func() bool { return len(e.control(id)) == 1 })
-	if c := e.control(id)[0]; c != "end "+backendLostText {
+	if c := e.control(id)[0]; c != "end "+asyqueue.BackendLostText {
 		t.Fatalf("control %q", c)
 	}
 	if st := e.status(n); st.Core.Slots != 0 || st.Core.Running != 0 || len(e.executing()) != 0 {

@@ -255,3 +255,17 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// removeBackends unregisters backends as a backend that stops does.
+func (e *env) removeBackends(ids []string) {
+	e.t.Helper()
+	for _, id := range ids {
+		pipe := e.rdb.TxPipeline()
+		pipe.SRem(e.ctx(), e.keys.BackendSet(), id)
+		pipe.Del(e.ctx(), e.keys.Backend(id))
+		pipe.RPush(e.ctx(), e.keys.BackendUpdated(), id)
+		if _, err := pipe.Exec(e.ctx()); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sched"
 )
@@ -88,11 +89,11 @@ func (l *leader) enqueue(id, duration string, log *slog.Logger) {
 
 // startInteractive starts an interactive task at once or denies it.
 func (l *leader) startInteractive(id string, log *slog.Logger) {
-	a, err := l.core.StartInteractive(sched.JobSpec{ID: id, Queue: queueName})
+	a, err := l.core.StartInteractive(sched.JobSpec{ID: id, Queue: asyqueue.QueueName})
 	switch {
 	case errors.Is(err, sched.ErrDenied):
 		l.s.log.Info("interactive task denied: no free backend", "task", quoteID(id))
-		l.deny(id, noBackendText)
+		l.deny(id, asyqueue.ErrNoBackend.Error())
 	case err != nil:
 		log.Error("queue.incoming: the core refused the interactive task", "err", err)
 		l.deny(id, invalidText)

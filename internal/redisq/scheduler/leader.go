@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/sched"
 )
 
 const (
-	// queueName is the core queue of every Asymptote task.
-	queueName = "asy"
 	// workerID is the one push worker standing for all live backends.
 	workerID = "backends"
 	// maxBatch bounds the IDs one script takes or writes.
@@ -89,12 +88,8 @@ func (s *Scheduler) lead(ctx context.Context, token string) error {
 }
 
 func newLeader(s *Scheduler, token string, leaseAt time.Time) (*leader, error) {
-	core, err := sched.New(sched.Config{Tiers: s.cfg.Tiers, Now: s.cfg.Now,
-		Rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))})
+	core, err := asyqueue.NewCore(s.cfg.Tiers, s.cfg.Now, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
-		return nil, fmt.Errorf("core: %w", err)
-	}
-	if err := core.DefineQueue(sched.QueueSpec{Name: queueName}); err != nil {
 		return nil, fmt.Errorf("core: %w", err)
 	}
 	valid := ",0,"
@@ -251,7 +246,7 @@ func (l *leader) tick(ctx context.Context) error {
 func (l *leader) status() Status {
 	st := Status{Leading: true, Token: l.token, Core: l.core.Snapshot(), Running: map[string]string{},
 		Invariants: l.core.CheckInvariants()}
-	if es, err := l.core.Estimates(queueName, l.queued); err == nil {
+	if es, err := l.core.Estimates(asyqueue.QueueName, l.queued); err == nil {
 		for _, e := range es {
 			st.Queued = append(st.Queued, e.JobID)
 		}
@@ -280,7 +275,7 @@ func (l *leader) tierOf(ms string) (int, bool) {
 // specOf builds the core's job from a task's duration field ("0": a
 // default task).
 func (l *leader) specOf(id, duration string) (sched.JobSpec, bool) {
-	spec := sched.JobSpec{ID: id, Queue: queueName}
+	spec := sched.JobSpec{ID: id, Queue: asyqueue.QueueName}
 	if duration == "0" {
 		spec.Default = true
 		return spec, true

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
 )
 
@@ -54,7 +55,7 @@ func (l *leader) abortPending(ctx context.Context) error {
 	}
 	keys := []string{k.Leader(), k.Outcoming(), k.Executing()}
 	args := []any{l.token, redisq.ConsumerGroup, redisq.TaskTTL.Milliseconds(),
-		redisq.Control{Kind: redisq.ControlEnd, Text: backendLostText}.String()}
+		redisq.Control{Kind: redisq.ControlEnd, Text: asyqueue.BackendLostText}.String()}
 	for i, p := range pend {
 		keys = append(keys, k.Task(ids[i]), k.TaskControl(ids[i]))
 		args = append(args, p.ID, ids[i])

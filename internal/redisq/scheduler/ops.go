@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sched"
 )
@@ -70,27 +71,32 @@ func (l *leader) dispatch() {
 	}
 }
 
-// event turns a core event into an op.
+// event carries out the queue protocol's reaction to a core event.
 func (l *leader) event(e sched.Event) {
 	t := l.tasks[e.JobID]
 	if t == nil {
 		return
 	}
-	switch e.Kind {
-	case sched.EventDowngraded:
-		l.s.recent.Add(l.s.cfg.Now(), "downgrade", e.JobID, l.s.cfg.Tiers[t.tier].Name+" → "+l.s.cfg.Tiers[e.Tier].Name)
-		t.tier = e.Tier
-		l.s.log.Info("downgraded", "task", e.JobID, "tier", l.s.cfg.Tiers[e.Tier].Name, "stop_now", e.StopNow)
-		l.ops = append(l.ops, op{kind: "timeout", id: e.JobID, a: l.msOf(e.Tier)})
-	case sched.EventHalted:
+	r, ok := asyqueue.React(e, l.s.cfg.Tiers, l.s.cfg.Tiers[t.tier].Name)
+	if !ok {
+		return
+	}
+	if r.Cancel {
+		_ = l.core.Cancel(e.JobID)
+	}
+	if r.Note.Kind != "" {
+		l.s.recent.Add(l.s.cfg.Now(), r.Note.Kind, r.Note.Task, r.Note.Detail)
+	}
+	if e.Kind == sched.EventHalted {
 		l.s.log.Info("halted an interactive task for queued ones", "task", e.JobID)
-		l.s.recent.Add(l.s.cfg.Now(), "halt", e.JobID, "its backend was needed for queued tasks")
-		l.end(e.JobID, haltedText)
-	case sched.EventFailed, sched.EventCancelled:
-		l.end(e.JobID, backendLostText)
-	case sched.EventRetrying:
-		_ = l.core.Cancel(e.JobID) // a task runs once; its queue server retries if it wants
-		l.end(e.JobID, backendLostText)
+	}
+	if r.Shorten > 0 {
+		l.s.log.Info("downgraded", "task", e.JobID, "tier", l.s.cfg.Tiers[r.Tier].Name, "stop_now", e.StopNow)
+		t.tier = r.Tier
+		l.ops = append(l.ops, op{kind: "timeout", id: e.JobID, a: l.msOf(r.Tier)})
+	}
+	if r.End != "" {
+		l.end(e.JobID, r.End)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sched"
 )
@@ -108,7 +109,7 @@ func (l *leader) adopt(id, held string, f []any) {
 	}
 	if l.backends == 0 {
 		log.Info("rebuild: no live backend for a running task; ended")
-		l.ops = append(l.ops, op{kind: "end", id: id, b: redisq.Control{Kind: redisq.ControlEnd, Text: backendLostText}.String()})
+		l.ops = append(l.ops, op{kind: "end", id: id, b: redisq.Control{Kind: redisq.ControlEnd, Text: asyqueue.BackendLostText}.String()})
 		return
 	}
 	at := l.s.cfg.Now()
@@ -125,7 +126,7 @@ func (l *leader) adopt(id, held string, f []any) {
 }
 
 func (l *leader) adoptIn(id, held, duration string, interactive bool, at time.Time) (sched.Assignment, error) {
-	spec := sched.JobSpec{ID: id, Queue: queueName}
+	spec := sched.JobSpec{ID: id, Queue: asyqueue.QueueName}
 	if interactive || held == "interactive" {
 		return l.core.AdoptInteractive(spec, workerID, at)
 	}

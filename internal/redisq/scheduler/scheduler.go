@@ -21,13 +21,9 @@ import (
 	"github.com/usherhq/usher/internal/sched"
 )
 
-// Texts the queue servers pass on to clients.
-const (
-	haltedText      = "Interactive task halted: its backend was needed for queued tasks"
-	backendLostText = "Backend went away during the task"
-	noBackendText   = "no free backend for an interactive task"
-	invalidText     = "invalid task: its duration is not one of the scheduler's tiers"
-)
+// invalidText is the denial of a task whose options the scheduler cannot
+// read; the queue protocol's other texts are asyqueue's.
+const invalidText = "invalid task: its duration is not one of the scheduler's tiers"
 
 // Config sets up a Scheduler. Zero durations take the defaults of
 // docs/redis.md.
@@ -38,7 +34,7 @@ type Config struct {
 	Prefix string
 	// Node names this scheduler in its token (hostname-pid when empty).
 	Node string
-	// Tiers are seed 000's duration tiers (sched.DefaultTiers when empty).
+	// Tiers are the duration tiers (sched.DefaultTiers when empty).
 	Tiers []sched.Tier
 	// Logger receives what happens (slog.Default when nil).
 	Logger *slog.Logger

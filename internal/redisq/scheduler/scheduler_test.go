@@ -1,13 +1,16 @@
 package scheduler
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/sched"
 )
 
 const wait = 10 * time.Second
@@ -113,7 +116,7 @@ func TestQueueServerInteractiveTaskStartsOrIsDenied(t *testing.T) {
 	}
 	i2 := e.submit(0, true)
 	e.waitFor("second interactive task denied", wait, func() bool { return len(e.control(i2)) == 1 })
-	if c := e.control(i2)[0]; c != "denied "+noBackendText {
+	if c := e.control(i2)[0]; c != "denied "+asyqueue.ErrNoBackend.Error() {
 		t.Fatalf("control %q", c)
 	}
 	if _, ok := e.executing()[i2]; ok || slices.Contains(e.outcoming(), i2) {
@@ -215,7 +218,7 @@ func TestBackendDiedBetweenReadAndTakeAborts(t *testing.T) {
 		t.Fatalf("read %s", got)
 	}
 	e.waitFor("end on the control list", wait, func() bool { return len(e.control(id)) == 1 })
-	if c := e.control(id)[0]; c != "end "+backendLostText {
+	if c := e.control(id)[0]; c != "end "+asyqueue.BackendLostText {
 		t.Fatalf("control %q", c)
 	}
 	if len(e.outcoming()) != 0 || len(e.executing()) != 0 {
@@ -294,5 +297,41 @@ func TestForeignValuesInKeysAreSkipped(t *testing.T) {
 	e.waitFor("second task out once the key is fixed", wait, func() bool { return slices.Contains(e.outcoming(), second) })
 	if !e.status(n).Leading {
 		t.Fatal("the scheduler stopped leading")
+	}
+}
+
+// A task whose run the core would retry ends for its queue server with
+// "end Backend went away during the task" and leaves the core: when a
+// backend comes back it gets the next task, not one nobody waits for. The
+// Asymptote queue never retries, so this test gives the leader's queue a
+// retry policy: an injected fault, since the real configuration cannot
+// produce the event. The embedded dispatcher has the same test
+// (asyqueue's TestRetryingTaskEndsAndLeavesTheCore).
+func TestRetryingTaskEndsAndLeavesTheCore(t *testing.T) {
+	e := newEnv(t)
+	gone := e.addBackends(1, time.Minute)
+	n := e.startScheduler("a", nil)
+	e.waitLeading(n, wait)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := n.s.do(ctx, func(l *leader) {
+		if err := l.core.DefineQueue(sched.QueueSpec{Name: asyqueue.QueueName, Retry: sched.RetryPolicy{MaxAttempts: 3}}); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first := e.submit(3000, false)
+	e.waitFor("the first task out", wait, func() bool { return slices.Contains(e.outcoming(), first) })
+	e.removeBackends(gone)
+	e.waitFor("end on the control list", wait, func() bool { return len(e.control(first)) == 1 })
+	if c := e.control(first)[0]; c != "end "+asyqueue.BackendLostText {
+		t.Fatalf("control %q", c)
+	}
+	e.addBackends(1, time.Minute)
+	second := e.submit(3000, false)
+	e.waitFor("the next task out", wait, func() bool { return slices.Contains(e.outcoming(), second) })
+	if ex := e.executing(); len(ex) != 1 || ex[second] == "" {
+		t.Fatalf("queue.executing %v: want only the next task holding a slot", ex)
 	}
 }

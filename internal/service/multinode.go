@@ -1,0 +1,76 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/dashboard"
+	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/redisq/frontend"
+)
+
+// multiNode is a queue server of multi-node mode: /asy hands tasks to
+// Redis for the elected scheduler and the backends registered there, /v1
+// goes to the leading scheduler, and the dashboard is the one it publishes
+// (docs/redis.md). No backend, jobs engine or token store runs here.
+type multiNode struct {
+	rdb    redis.UniversalClient
+	q      *frontend.Queue
+	leader *leaderProxy
+	dash   *remoteDashboard
+}
+
+// openMultiNode connects to multi-node mode's Redis.
+func openMultiNode(ctx context.Context, cfg Config) (*multiNode, error) {
+	if err := cfg.checkMultiNode(); err != nil {
+		return nil, err
+	}
+	prefix := cfg.Redis.Prefix
+	if prefix == "" {
+		prefix = redisq.DefaultPrefix
+	}
+	caps := cfg.Caps.WithDefaults()
+	// Each waiting task blocks one connection in BLPOP (docs/redis.md).
+	pool := max(caps.MaxQueued, asyqueue.DefaultMaxQueued) + 64
+	rdb, err := redisq.Open(ctx, cfg.Redis.URL, pool)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	keys := redisq.NewKeys(prefix)
+	return &multiNode{
+		rdb:    rdb,
+		leader: newLeaderProxy(rdb, keys.SchedulerAPI(), cfg.Logger),
+		dash:   newRemoteDashboard(rdb, keys, cfg.dashEvery/2, cfg.Logger),
+		q: frontend.New(ctx, rdb, frontend.Config{Keys: keys, Tiers: cfg.tiers(), Node: cfg.Redis.Node,
+			Caps: caps, Logger: cfg.Logger}),
+	}, nil
+}
+
+// checkMultiNode refuses settings that a queue server of multi-node mode
+// would ignore: its tasks run on the backends registered in Redis, and
+// /v1 with its tokens belongs to the leading scheduler.
+func (c *Config) checkMultiNode() error {
+	if c.LocalBackends > 0 || len(c.RemoteBackends) > 0 {
+		return errors.New("with Redis the backends register there (usher backend --redis): give no local or remote backends")
+	}
+	if c.Jobs.AdminToken != "" || c.Jobs.AdminTokenFile != "" {
+		return errors.New("with Redis the /v1 tokens live there and the leading scheduler serves /v1: give --admin-token or --admin-token-file to usher scheduler")
+	}
+	return nil
+}
+
+func (m *multiNode) queue() asyqueue.Queue           { return m.q }
+func (m *multiNode) snapshots() *asyqueue.Dispatcher { return nil }
+func (m *multiNode) v1() http.Handler                { return m.leader }
+func (m *multiNode) start(context.Context) error     { return nil }
+func (m *multiNode) drain()                          {}
+func (m *multiNode) close()                          { m.rdb.Close() }
+
+func (m *multiNode) dashboard(ctx context.Context) (dashboard.Dashboard, error) {
+	return m.dash.get(ctx), nil
+}
