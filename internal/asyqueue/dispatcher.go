@@ -49,7 +49,8 @@ func (c *DispatcherConfig) setDefaults() {
 	}
 }
 
-// Tiers is seed 000's fast/medium/slow for the Asymptote service: the
+// Tiers are the fast/medium/slow duration tiers of the Asymptote service
+// (docs/design.md, "Duration tiers and preemption"): the
 // medium and slow limits when set (> 0), shares of the backends otherwise
 // (half and a quarter, rounded up). Single-node and multi-node mode build
 // their tiers here.

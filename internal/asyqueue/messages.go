@@ -29,7 +29,7 @@ type missingFile struct {
 }
 
 // queueBody is a `queue` message; Estimate is in milliseconds. Position
-// (the tasks ahead, while queued) is an extension of seed 001.
+// (the tasks ahead, while queued) is usher's addition to the queue protocol.
 type queueBody struct {
 	Passed   bool   `json:"passed"`
 	Estimate *int64 `json:"estimate,omitempty"`
@@ -54,8 +54,8 @@ type completeBody struct {
 	Time    *int64 `json:"time,omitempty"`
 }
 
-// applyOptions merges one `options` message into t: the values seed 001
-// allows (backend.OptionsBody.Check) and a timeout that is one of the
+// applyOptions merges one `options` message into t: the values the queue
+// protocol allows (backend.OptionsBody.Check) and a timeout that is one of the
 // tiers' (absent: a "default" task).
 func applyOptions(t *sandbox.Task, h wire.Header, timeouts []time.Duration) error {
 	var b backend.OptionsBody

@@ -108,7 +108,7 @@ func (r *run) start(ctx context.Context, st Start) error {
 	r.relay = newRelay(ctx, r.conn, r.srv.cacheable(task))
 	exec, err := st.Backend.Start(r.runCtx, task, r.relay)
 	if errors.Is(err, backend.ErrGone) {
-		return backend.ErrGone // the client is told seed 001's text, nothing more
+		return backend.ErrGone // the client is told the protocol's text, nothing more
 	}
 	if err != nil {
 		return fmt.Errorf("backend %s could not start the task: %w", st.BackendID, err)

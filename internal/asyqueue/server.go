@@ -1,5 +1,7 @@
-// Package asyqueue is the Asymptote service's queue server: seed 001's
-// queue protocol at /asy, driven by seed 000's tiers in the scheduling core.
+// Package asyqueue is the Asymptote service's queue server: the queue
+// protocol at /asy (docs/design.md, "The queue protocol"), driven by the
+// duration tiers in the scheduling core, and the policy both modes share
+// (policy.go): caps, denial texts and the reaction to the core's events.
 //
 // A Server accepts a client's files and options (collect.go), answers from
 // the result cache when it can (cache.go), queues the task with the

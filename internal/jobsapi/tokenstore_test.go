@@ -25,7 +25,7 @@ func TestTokenStoreDownAnswers503(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
-	api := jobsapitest.StartOn(t, redisjobs.New(rdb, keys, redisjobs.Fence{}, nil), tokens.OpenRedis(rdb, keys.Prefix(), 0, nil), jobsapitest.Options{})
+	api := jobsapitest.StartOn(t, redisjobs.New(rdb, keys.Prefix(), redisjobs.Fence{}, nil), tokens.OpenRedis(rdb, keys.Prefix(), 0, nil), jobsapitest.Options{})
 
 	call := func() *http.Response {
 		req, err := http.NewRequest("GET", api.URL+"/v1/queues", nil)

@@ -1,5 +1,6 @@
-// Package redisq is usher's multi-node schema on Redis: seed 000's key
-// names under a prefix, the task hash and the messages the roles exchange
+// Package redisq is usher's multi-node schema on Redis (docs/design.md,
+// "Multi-node mode: roles and keys"): the task queue's key names under a
+// prefix, the task hash and the messages the roles exchange
 // through lists, and the client every role opens. The roles live in
 // subpackages: frontend (queue servers), scheduler (the elected scheduler
 // and its standbys) and backendrole (backends). docs/redis.md documents
@@ -15,8 +16,10 @@ import (
 // Redis Cluster as it does on a single node.
 const DefaultPrefix = "{usher}:"
 
-// Keys names seed 000's keys under a prefix. Every role builds its key
-// names here and passes them to scripts in KEYS.
+// Keys names the task queue's keys under a prefix: this is the one place
+// they are spelled (the jobs store's are in redisjobs, the tokens' in
+// tokens). Every role builds its key names here and passes them to
+// scripts in KEYS.
 type Keys struct{ prefix string }
 
 // NewKeys returns the key names under prefix.
@@ -41,8 +44,8 @@ func (k Keys) TaskBackend(id string) string { return k.Task(id) + ":backend" }
 func (k Keys) TaskEstimate(id string) string { return k.Task(id) + ":queue.estimate" }
 
 // TaskControl receives the scheduler's decisions about a task: a new time
-// limit, a denial or an end (list). Not in seed 000: its "send duration
-// updates" needs a channel from the scheduler to the queue server.
+// limit, a denial or an end (list): usher's addition, the channel from the scheduler to the queue
+// server that "send duration updates" needs.
 func (k Keys) TaskControl(id string) string { return k.Task(id) + ":control" }
 
 // TaskKeys lists every key of a task, for deleting them together.
@@ -66,7 +69,7 @@ func (k Keys) Processing() string { return k.prefix + "queue.processing" }
 func (k Keys) Finished() string { return k.prefix + "queue.finished" }
 
 // Executing maps the ID of every task holding a slot to the duration of
-// the tier it holds (hash); seed 000 also calls it queue.durations.
+// the tier it holds (hash); the design also calls it queue.durations.
 func (k Keys) Executing() string { return k.prefix + "queue.executing" }
 
 // BackendCounter is the backend ID generator (int).

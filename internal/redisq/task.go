@@ -11,7 +11,7 @@ import (
 )
 
 // TaskTTL is how long a task's keys live unless their owner keeps them
-// alive (seed 000: 600 seconds).
+// alive (600 seconds, as the key schema says).
 const TaskTTL = 600 * time.Second
 
 // Fields of the task hash.

@@ -17,8 +17,8 @@ import (
 // shared projects.
 
 // info is the body of GET /api/info. Formats lists every format /asy
-// accepts, seed 001's svg, pdf and png first (svg, the default, leads), then
-// issue 9's html, eps and v3d.
+// accepts: the queue protocol's svg, pdf and png first (svg, the default,
+// leads), then html, eps and v3d (docs/design.md, "The queue protocol").
 type info struct {
 	AsyVersion string   `json:"asyVersion"`
 	Timeouts   []int64  `json:"timeouts"`

@@ -3,6 +3,7 @@ package service
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -122,13 +123,23 @@ type dashboardStream struct {
 	sc   *bufio.Scanner
 }
 
+// streamDeadline bounds a test's whole read of the dashboard stream, so
+// that a stream that stalls fails the test instead of hanging it.
+const streamDeadline = 60 * time.Second
+
 func openDashboard(t *testing.T, ts *testService) *dashboardStream {
 	t.Helper()
-	resp, err := http.Get(ts.srv.URL + "/api/dashboard")
+	ctx, cancel := context.WithTimeout(context.Background(), streamDeadline)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.srv.URL+"/api/dashboard", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { resp.Body.Close() })
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close(); cancel() })
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
@@ -137,7 +148,8 @@ func openDashboard(t *testing.T, ts *testService) *dashboardStream {
 	return &dashboardStream{t: t, body: resp.Body, sc: sc}
 }
 
-// next returns the next snapshot; ok is false once the stream ended.
+// next returns the next snapshot; ok is false once the server ended the
+// stream. A stream cut by its deadline fails the test.
 func (d *dashboardStream) next() (dashboard.State, bool) {
 	d.t.Helper()
 	doc, _, ok := d.nextDoc()
@@ -159,6 +171,9 @@ func (d *dashboardStream) nextDoc() (doc dashboard.Dashboard, raw string, ok boo
 			}
 			return doc, data, true
 		}
+	}
+	if err := d.sc.Err(); err != nil {
+		d.t.Fatalf("reading the dashboard stream: %v", err)
 	}
 	return doc, "", false
 }
@@ -227,9 +242,11 @@ func TestDashboardStreamEndsAtShutdown(t *testing.T) {
 	dash := openDashboard(t, ts)
 	dash.next()
 	go ts.shutdown(&http.Server{})
-	for {
-		if _, ok := dash.next(); !ok {
-			return
+	// Snapshots come every second while the stream lives.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, ok := dash.next(); ok; _, ok = dash.next() {
+		if time.Now().After(deadline) {
+			t.Fatal("the dashboard stream still sends snapshots 10 s after shutdown began")
 		}
 	}
 }

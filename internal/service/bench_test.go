@@ -22,7 +22,7 @@ func timeCompile(b *testing.B, ts *testService, source string) time.Duration {
 
 // BenchmarkAsyVsBare runs the same figure through /asy (cache off, one
 // local backend) and through bare asy, interleaved and alternating which
-// goes first. Goal (issue 4): the service's overhead at the median is at
+// goes first. Goal: the service's overhead at the median is at
 // most 10 ms.
 //
 //	go test -run '^$' -bench AsyVsBare -benchtime 30x ./internal/service/
@@ -56,7 +56,7 @@ func BenchmarkAsyVsBare(b *testing.B) {
 }
 
 // BenchmarkCachedResult times a task answered from the result cache, end
-// to end: dial, add, run, every message, close. Goal (issue 4): at most
+// to end: dial, add, run, every message, close. Goal: at most
 // 2 ms at the median.
 //
 //	go test -run '^$' -bench CachedResult -benchtime 200x ./internal/service/

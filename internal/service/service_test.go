@@ -94,8 +94,8 @@ func (ts *testService) waitIdle(t *testing.T) {
 // sphere3D is a 3D figure: a task that draws it gets a virtual display.
 const sphere3D = "import three; size(2cm); draw(unitsphere, red);\n"
 
-// Every format /api/info lists compiles through the queue, seed 001's with
-// a 2D figure and issue 9's html, eps and v3d with a 3D one, and a second
+// Every format /api/info lists compiles through the queue, svg, pdf
+// and png with a 2D figure and html, eps and v3d with a 3D one, and a second
 // identical task is answered from the result cache with the same bytes.
 func TestEachFormatCompiles(t *testing.T) {
 	tests := []struct{ name, format, figure string }{

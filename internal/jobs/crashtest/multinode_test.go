@@ -237,7 +237,7 @@ func (m *multiNode) logTail(n int) string {
 // leader would, and checks it.
 func (m *multiNode) reopen(t *testing.T, p *plan) {
 	t.Helper()
-	store := redisjobs.New(m.rdb, m.keys, redisjobs.Fence{}, nil)
+	store := redisjobs.New(m.rdb, m.keys.Prefix(), redisjobs.Fence{}, nil)
 	toks := tokens.OpenRedis(m.rdb, m.keys.Prefix(), 0, nil)
 	checkReopened(t, jobsapitest.StartOn(t, store, toks, jobsapitest.Options{}), p)
 }

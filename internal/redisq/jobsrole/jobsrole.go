@@ -133,7 +133,7 @@ func (r *Role) serveHTTP(w http.ResponseWriter, req *http.Request) {
 // the engine from Redis, serves /v1 with it and publishes the address.
 func (r *Role) WhileLeading(ctx context.Context, token string) {
 	log := r.cfg.Logger.With("token", token)
-	store := redisjobs.New(r.cfg.Client, r.cfg.Keys, redisjobs.Fence{Key: r.cfg.Keys.Leader(), Token: token}, log)
+	store := redisjobs.New(r.cfg.Client, r.cfg.Keys.Prefix(), redisjobs.Fence{Key: r.cfg.Keys.Leader(), Token: token}, log)
 	defer store.Close()
 	engine, err := r.open(ctx, store, log)
 	switch {

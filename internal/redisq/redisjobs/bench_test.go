@@ -14,7 +14,6 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobs/storetest"
-	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 )
 
@@ -28,7 +27,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	rdb := client(b, redistest.Start(b).URL())
 	for _, writers := range []int{2, 16, 256} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			s := New(rdb, redisq.NewKeys(fmt.Sprintf("{b%d}:", writers)), Fence{Token: "t"}, nil)
+			s := New(rdb, fmt.Sprintf("{b%d}:", writers), Fence{Token: "t"}, nil)
 			defer s.Close()
 			if err := rdb.Set(context.Background(), s.fence.Key, "t", 0).Err(); err != nil {
 				b.Fatal(err)
@@ -70,7 +69,7 @@ func BenchmarkLifecycle(b *testing.B) {
 func BenchmarkRedisCost(b *testing.B) {
 	rdb := client(b, redistest.Start(b, "--appendonly", "yes", "--appendfsync", "everysec").URL())
 	ctx := context.Background()
-	s := New(rdb, redisq.NewKeys("{cost}:"), Fence{Token: "t"}, nil)
+	s := New(rdb, "{cost}:", Fence{Token: "t"}, nil)
 	defer s.Close()
 	if err := rdb.Set(ctx, s.fence.Key, "t", 0).Err(); err != nil {
 		b.Fatal(err)

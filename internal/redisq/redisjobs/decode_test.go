@@ -28,7 +28,7 @@ func TestCorruptJobIsAClearError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keys := redisq.NewKeys("{" + tc.name + "}:")
-			s := New(rdb, keys, Fence{}, nil)
+			s := New(rdb, keys.Prefix(), Fence{}, nil)
 			defer s.Close()
 			storetest.Apply(t, s, storetest.Insert(1))
 			if err := rdb.HSet(ctx, s.k.job(1), tc.field, tc.value).Err(); err != nil {

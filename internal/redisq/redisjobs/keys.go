@@ -1,13 +1,10 @@
 package redisjobs
 
-import (
-	"strconv"
+import "strconv"
 
-	"github.com/usherhq/usher/internal/redisq"
-)
-
-// names are the store's keys under the prefix (docs/redis.md, "Generic
-// jobs").
+// names are every key the store reads and writes, under the deployment's
+// key prefix (docs/redis.md, "Generic jobs"): the fields below, and the
+// per-job, per-queue and per-workflow keys of the methods after them.
 type names struct {
 	prefix     string
 	unfinished string    // zset: ids of the queued and running jobs, score = id
@@ -35,9 +32,9 @@ const (
 
 var stateNames = [5]string{"queued", "running", "succeeded", "failed", "cancelled"}
 
-func newNames(k redisq.Keys) names {
-	p := k.Prefix() + "jobs."
-	n := names{prefix: k.Prefix(), unfinished: p + "unfinished", finished: p + "finished", queues: p + "queues",
+func newNames(prefix string) names {
+	p := prefix + "jobs."
+	n := names{prefix: prefix, unfinished: p + "unfinished", finished: p + "finished", queues: p + "queues",
 		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next",
 		oldIDs: p + "ids", oldQueued: p + "state:queued"}
 	for c := stRunning; c <= stCancelled; c++ {
@@ -47,7 +44,10 @@ func newNames(k redisq.Keys) names {
 }
 
 // job is a job's hash.
-func (n names) job(id int64) string { return n.prefix + "job:" + strconv.FormatInt(id, 10) }
+func (n names) job(id int64) string { return n.jobOf(strconv.FormatInt(id, 10)) }
+
+// jobOf is the hash of the job with a decimal id.
+func (n names) jobOf(id string) string { return n.prefix + "job:" + id }
 
 // queue is the zset of the ids of a queue's jobs.
 func (n names) queue(name string) string { return n.prefix + "jobs.queue:" + name }

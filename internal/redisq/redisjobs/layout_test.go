@@ -116,10 +116,10 @@ func TestFoldedBatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			one, each := fmt.Sprintf("{one%d}:", i), fmt.Sprintf("{each%d}:", i)
-			batch := New(rdb, redisq.NewKeys(one), Fence{}, nil)
+			batch := New(rdb, one, Fence{}, nil)
 			defer batch.Close()
 			storetest.Apply(t, batch, tc.ops...)
-			single := New(rdb, redisq.NewKeys(each), Fence{}, nil)
+			single := New(rdb, each, Fence{}, nil)
 			defer single.Close()
 			for _, op := range tc.ops {
 				storetest.Apply(t, single, op)
@@ -233,7 +233,7 @@ func testConvert(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	lead(t, rdb, keys, "1:old")
-	old := oldBuild{rdb: rdb, k: newNames(keys), token: "1:old"}
+	old := oldBuild{rdb: rdb, k: newNames(keys.Prefix()), token: "1:old"}
 	old.apply(t, jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "q", Active: true}}, jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: at},
 		storetest.InsertIn("q", 1, 1), storetest.InsertIn("q", 1, 2, 1), storetest.Insert(3), storetest.Insert(4), storetest.Insert(5, 3, 4))
 	old.apply(t, start(1, 1), start(2, 1), start(3, 1), finish(3, jobs.StateSucceeded, &jobs.Result{Output: "ok"}),
@@ -241,7 +241,7 @@ func testConvert(t *testing.T, rdb redis.UniversalClient) {
 	oldKeys := []string{redisq.DefaultPrefix + "jobs.ids", redisq.DefaultPrefix + "jobs.state:queued"}
 
 	lead(t, rdb, keys, "2:new")
-	outsider := New(rdb, keys, Fence{Token: "3:other"}, nil)
+	outsider := New(rdb, keys.Prefix(), Fence{Token: "3:other"}, nil)
 	defer outsider.Close()
 	if _, err := outsider.Load(ctx); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Load by a store without the lead = %v; want ErrFenced", err)
@@ -250,7 +250,7 @@ func testConvert(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatalf("after a fenced Load, %d of the old indexes are left; want both", n)
 	}
 
-	s := New(rdb, keys, Fence{Token: "2:new"}, nil)
+	s := New(rdb, keys.Prefix(), Fence{Token: "2:new"}, nil)
 	defer s.Close()
 	snap, err := s.Load(ctx)
 	if err != nil {

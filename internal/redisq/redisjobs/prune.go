@@ -116,7 +116,7 @@ func (s *Store) pruneJobs(ctx context.Context, cut int64, ids []string) error {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.k.prefix+"job:"+id, "q", "wf")
+		cmds[i] = pipe.HMGet(ctx, s.k.jobOf(id), "q", "wf")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redisjobs: prune: reading jobs: %w", err)
@@ -125,7 +125,7 @@ func (s *Store) pruneJobs(ctx context.Context, cut int64, ids []string) error {
 		s.k.states[stRunning]}
 	args := []any{s.fence.Token, cut}
 	for i, id := range ids {
-		keys = append(keys, s.k.prefix+"job:"+id)
+		keys = append(keys, s.k.jobOf(id))
 		v := cmds[i].Val()
 		q, hasQ := v[0].(string)
 		wf, _ := v[1].(string)

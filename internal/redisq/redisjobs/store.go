@@ -47,17 +47,18 @@ type Store struct {
 	log                  *slog.Logger
 }
 
-// New returns a store on rdb under keys' prefix whose writes check fence,
+// New returns a store on rdb, its keys under prefix (the deployment's,
+// redisq.DefaultPrefix unless configured), whose writes check fence,
 // and starts its writer. log may be nil. Close does not close rdb, which
 // the caller owns; once fenced, every write fails with ErrFenced.
-func New(rdb redis.UniversalClient, keys redisq.Keys, fence Fence, log *slog.Logger) *Store {
+func New(rdb redis.UniversalClient, prefix string, fence Fence, log *slog.Logger) *Store {
 	if fence.Key == "" {
-		fence.Key = keys.Leader()
+		fence.Key = redisq.NewKeys(prefix).Leader() // the leading scheduler's lease
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Store{rdb: rdb, k: newNames(keys), fence: fence, log: log}
+	s := &Store{rdb: rdb, k: newNames(prefix), fence: fence, log: log}
 	fenced := func(err error) bool { return errors.Is(err, ErrFenced) }
 	commit := func(ops []jobs.Op) error { return s.commit(context.Background(), ops) }
 	s.GroupCommitter = jobs.NewGroupCommitter("redisjobs", commit, fenced, nil, log)

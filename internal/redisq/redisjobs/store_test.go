@@ -42,7 +42,7 @@ func opener(rdb redis.UniversalClient, plain bool) storetest.Opener {
 			prefix = fmt.Sprintf("t%d:", n)
 		}
 		return func(t *testing.T) jobs.Store {
-			s := New(rdb, redisq.NewKeys(prefix), Fence{}, nil)
+			s := New(rdb, prefix, Fence{}, nil)
 			t.Cleanup(func() { s.Close() })
 			return s
 		}
@@ -92,7 +92,7 @@ func testFencing(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	lead(t, rdb, keys, "1:a")
-	old := New(rdb, keys, Fence{Token: "1:a"}, nil)
+	old := New(rdb, keys.Prefix(), Fence{Token: "1:a"}, nil)
 	defer old.Close()
 	storetest.Apply(t, old, storetest.Insert(1), storetest.Insert(2))
 	before := dump(t, rdb, keys)
@@ -113,7 +113,7 @@ func testFencing(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatalf("the fenced store changed Redis:\nbefore %s\nafter  %s", before, after)
 	}
 
-	next := New(rdb, keys, Fence{Token: "2:b"}, nil)
+	next := New(rdb, keys.Prefix(), Fence{Token: "2:b"}, nil)
 	defer next.Close()
 	snap, err := next.Load(ctx)
 	if err != nil || len(snap.Jobs) != 2 || snap.NextJob != 3 {
@@ -179,7 +179,7 @@ func TestEngineHandover(t *testing.T) {
 	rdb := client(t, redistest.Start(t).URL())
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	lead(t, rdb, keys, "1:a")
-	oldStore := New(rdb, keys, Fence{Token: "1:a"}, nil)
+	oldStore := New(rdb, keys.Prefix(), Fence{Token: "1:a"}, nil)
 	defer oldStore.Close()
 	old, err := jobs.Open(ctx, jobs.Config{Store: oldStore})
 	if err != nil {
@@ -199,7 +199,7 @@ func TestEngineHandover(t *testing.T) {
 	if _, err := old.Lease(ctx, jobs.LeaseRequest{Agent: "a", Slots: 1}); !errors.Is(err, jobs.ErrStore) {
 		t.Fatalf("the old leader's Lease = %v; want ErrStore", err)
 	}
-	newStore := New(rdb, keys, Fence{Token: "2:b"}, nil)
+	newStore := New(rdb, keys.Prefix(), Fence{Token: "2:b"}, nil)
 	defer newStore.Close()
 	e, err := jobs.Open(ctx, jobs.Config{Store: newStore})
 	if err != nil {

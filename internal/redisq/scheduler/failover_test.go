@@ -172,7 +172,7 @@ func TestClusterBasicFlowAndFailover(t *testing.T) {
 }
 
 // A standby adopts a running default task in the tier it holds and a
-// running interactive task; seed 000's rules then apply to them: a slow
+// running interactive task; the tier rules then apply to them: a slow
 // head downgrades the default task to fast and, with no free backend,
 // halts the interactive one.
 func TestStandbyAdoptsDefaultAndInteractiveTasks(t *testing.T) {

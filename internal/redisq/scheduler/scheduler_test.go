@@ -39,7 +39,7 @@ func TestQueueServerTaskGoesOutToBackends(t *testing.T) {
 	}
 }
 
-// With 2 backends seed 000's limits are medium 1 and slow 1: a slow task
+// With 2 backends the tier limits are medium 1 and slow 1: a slow task
 // and a fast one run, the second slow and the medium wait; a finished fast
 // task frees its slot for the next fast one, which overtakes the blocked.
 func TestBackendsAndQueueServersTierLimitsHold(t *testing.T) {
