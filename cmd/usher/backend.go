@@ -50,8 +50,8 @@ func newBackendCommand() *cobra.Command {
 func backendCommand(o *backendOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backend",
-		Short: "Run one sandboxed Asymptote backend (seed 001's backend protocol at /)",
-		Long: `backend serves seed 001's backend protocol ("Asymptote server") over WebSocket
+		Short: "Run one sandboxed Asymptote backend (the backend protocol at /)",
+		Long: `backend serves the backend protocol ("Asymptote server") over WebSocket
 at / on --listen: one connection and one asy task at a time, each task in its
 own bubblewrap sandbox with the limits below (0 means the runner's documented
 default). A second connection while one is open gets

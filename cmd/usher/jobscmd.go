@@ -194,7 +194,7 @@ func newTargetsCommand() *cobra.Command {
 		Use:   "add QUEUE [FILE|-]",
 		Short: "Submit one job per target line to a queue",
 		Long: `add submits one job per line of FILE (standard input when FILE is - or
-missing) to QUEUE, the seed-004 way: blank lines are ignored and spaces
+missing) to QUEUE, as targets of a scan: blank lines are ignored and spaces
 trimmed; each job's payload is its line as a JSON string and its key is
 derived from the target (net:a.b.c.0/24 for IPv4, /48 for IPv6, the host for
 host:port and URLs), so that a limit such as 'net:*' 5 caps the running jobs
@@ -227,7 +227,7 @@ per network.`,
 			return nil
 		}),
 	}
-	return group(o, "targets", "Submit scan targets (seed 004)",
+	return group(o, "targets", "Submit scan targets, one job per line",
 		"targets submits lines of targets as jobs, one per line, keyed by network.", add)
 }
 

@@ -266,7 +266,7 @@ func retryText(r *client.RetryPolicy) string {
 func newLimitCommand() *cobra.Command {
 	o := &clientOpts{}
 	return group(o, "limit", "Set and list key limits",
-		`limit manages key limits (seed 004): a key such as net:10.1.2.0/24 limits how
+		`limit manages key limits: a key such as net:10.1.2.0/24 limits how
 many running jobs hold it, across all queues. A pattern ending in * sets the
 limit of every key with that prefix; an exact key's own limit wins, then the
 longest pattern.`,

@@ -41,7 +41,7 @@ func newSchedulerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the Redis mode's scheduler (one leads, the others stand by)",
-		Long: `scheduler is seed 000's "Scheduler server" of usher's Redis mode
+		Long: `scheduler is the "Scheduler server" of usher's Redis mode
 (docs/redis.md): it campaigns for a lease in Redis; the node that holds it
 rebuilds the scheduling core from Redis and decides for every queue server
 and backend of the deployment (tiers, downgrades, halts, interactive

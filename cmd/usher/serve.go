@@ -36,7 +36,7 @@ func newServeCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the service: web app, /asy queue protocol and local backends",
 		Long: `serve runs the embedded default: one process with the HTTP server on :8080,
-the scheduling core with seed 000's tiers, a SQLite file for durable state
+the scheduling core with its duration tiers, a SQLite file for durable state
 (the result cache) and local sandboxed Asymptote backends (one per CPU
 unless --backends says otherwise), plus any remote backends given with
 --backend. See docs/operations.md.
@@ -51,7 +51,7 @@ in front of one Redis; tasks go to the elected 'usher scheduler' and run on
 leading scheduler, which keeps the tokens in Redis: give --admin-token and
 --admin-token-file to 'usher scheduler' then.
 
-Endpoints: /asy (seed 001's queue protocol, docs/protocol.md), /v1, /livez,
+Endpoints: /asy (the queue protocol, docs/protocol.md), /v1, /livez,
 /readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting
 connections, lets running tasks finish for up to --shutdown-grace, then
 aborts them.`,

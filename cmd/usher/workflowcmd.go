@@ -17,7 +17,7 @@ import (
 func newWorkflowCommand() *cobra.Command {
 	o := &clientOpts{}
 	return group(o, "workflow", "Submit and show workflows (jobs with dependencies)",
-		`workflow submits a set of named jobs with dependencies (seed 003) in one
+		`workflow submits a set of named jobs with dependencies in one
 atomic call, and shows a workflow's state and jobs. A job runs when every
 job it depends on succeeded; a cycle is refused.`,
 		workflowSubmitCommand(o), workflowShowCommand(o))

@@ -1,4 +1,4 @@
-// Package asyclient is a client of seed 001's queue protocol (/asy): it
+// Package asyclient is a client of the queue protocol (/asy): it
 // sends a task's files and options, then reads the queue's and the run's
 // messages until `complete` or `denied`. Load generators and multi-node
 // tests use it; docs/protocol.md describes the protocol.

@@ -1,4 +1,4 @@
-// Package backend serves seed 001's backend protocol ("Asymptote server")
+// Package backend serves the backend protocol ("Asymptote server")
 // over WebSocket: a client adds files, sets options, says run, and gets
 // output, images and a complete message back from one sandboxed asy task;
 // then the connection closes. One connection at a time. docs/protocol.md

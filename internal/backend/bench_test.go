@@ -17,7 +17,7 @@ const benchFigure = asybench.Figure
 // BenchmarkBackendVsAsy runs the same figure and format through the
 // backend (a real loopback WebSocket, newTestRunner's runner) and through
 // bare asy, interleaved and alternating which goes first, and reports the
-// medians and the backend's overhead over bare asy. Goal (issue 3): the
+// medians and the backend's overhead over bare asy. Goal: the
 // overhead at the median is at most 5 ms or 5 %, whichever is larger.
 //
 //	go test -run '^$' -bench BackendVsAsy -benchtime 20x ./internal/backend/

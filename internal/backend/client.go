@@ -13,7 +13,7 @@ import (
 )
 
 // Remote is a Starter that runs tasks on a remote `usher backend` over
-// seed 001's backend protocol, one connection per task: the client side of
+// the backend protocol, one connection per task: the client side of
 // this package's protocol, used by the queue server.
 type Remote struct {
 	// URL is the backend's WebSocket address, ws://host:port/.

@@ -140,7 +140,8 @@ func TestRemoteReportsALostBackend(t *testing.T) {
 }
 
 // A backend that cannot be reached when its task starts went away for that
-// task: the error is ErrGone, whose text is seed 001's.
+// task: the error is ErrGone, whose text is the protocol's
+// (docs/design.md, "The queue protocol").
 func TestRemoteDialFailureIsGone(t *testing.T) {
 	srv := httptest.NewServer(nil)
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")

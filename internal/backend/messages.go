@@ -48,7 +48,7 @@ const (
 	ErrInternal            = "internal error"
 )
 
-// Stderr option values (seed 001).
+// Stderr option values (docs/design.md, "The backend protocol").
 const (
 	StderrSeparate = "separate"
 	StderrStdout   = "stdout"
@@ -60,7 +60,7 @@ type addBody struct {
 	Main     *bool   `json:"main"`
 }
 
-// OptionsBody is the JSON of seed 001's options message, the same in the
+// OptionsBody is the JSON of the options message, the same in the
 // backend protocol and the queue protocol; every option is optional.
 type OptionsBody struct {
 	Interactive *bool   `json:"interactive"`
@@ -132,10 +132,10 @@ func errNoRun(limit time.Duration) *refusal {
 	return refuse("no run within %dms", limit.Milliseconds())
 }
 
-// defaultOptions is a task with seed 001's default options and no files.
+// defaultOptions is a task with the protocol's default options and no files.
 func defaultOptions() sandbox.Task { return sandbox.Task{Format: sandbox.FormatSVG} }
 
-// Check refuses a format, stderr or verbosity value seed 001 does not
+// Check refuses a format, stderr or verbosity value the protocol does not
 // allow, with the text the client gets. The timeout's rule differs between
 // the protocols; each checks it itself.
 func (b OptionsBody) Check() error {

@@ -82,7 +82,7 @@ func TestFormats3D(t *testing.T) {
 	}
 }
 
-// Without options the task gets seed 001's defaults; options map onto the
+// Without options the task gets the protocol's defaults; options map onto the
 // task as sent, and later options messages override earlier ones.
 func TestOptionsReachTheTask(t *testing.T) {
 	tests := []struct {

@@ -210,7 +210,8 @@ func keyStats(ks []sched.KeyUsage) []KeyStats {
 	return out
 }
 
-// CheckInvariants checks the core's invariants (DESIGN §3.3), for tests.
+// CheckInvariants checks the core's invariants (listed at the top of
+// docs/design.md), for tests.
 func (e *Engine) CheckInvariants() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -213,8 +213,9 @@ func (e *Engine) liveDeps(after []string, runAfterFailure bool) ([]string, error
 	return out, nil
 }
 
-// ParseTargets reads seed 004's target list: one target per line, spaces
-// around it trimmed, blank lines ignored.
+// ParseTargets reads a target list
+// (docs/design.md, "Per-key limits, priorities and random picks"):
+// one target per line, spaces around it trimmed, blank lines ignored.
 func ParseTargets(r io.Reader) ([]string, error) {
 	var out []string
 	sc := bufio.NewScanner(r)

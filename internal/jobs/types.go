@@ -97,7 +97,7 @@ type Job struct {
 }
 
 // WorkflowSpec is a workflow as submitted: jobs named within it and the
-// dependencies between them (seed 003).
+// dependencies between them (docs/design.md, "Workflows").
 type WorkflowSpec struct {
 	Name  string         `json:"name"`
 	Jobs  []WorkflowJob  `json:"jobs"`

@@ -185,10 +185,11 @@ func copyDB(t *testing.T, from, to string) {
 	}
 }
 
-// Seed 000's tiers hold for generic jobs: an elastic ("default") job
-// starts in the slowest tier free, and when a slow job needs that tier
-// it is moved to the fast one; its agent learns the shorter limit at its
-// next renewal.
+// Duration tiers hold for generic jobs
+// (docs/design.md, "Duration tiers and preemption"): an elastic
+// ("default") job starts in the slowest tier free, and when a slow job
+// needs that tier it is moved to the fast one; its agent learns the
+// shorter limit at its next renewal.
 func TestDefaultJobDowngradeReachesItsAgent(t *testing.T) {
 	tiers, err := jobs.ParseTiers("fast=1m,slow=10m@1")
 	if err != nil {

@@ -56,7 +56,7 @@ type variant struct {
 // rusage reaches no one.
 //
 // It reports each one's median wall and CPU time and the medians of the
-// per-iteration ratios opengl/xvfb-run and opengl/bare-opengl (issue 9's
+// per-iteration ratios opengl/xvfb-run and opengl/bare-opengl (the 3D
 // goal), opengl/opengl-copy (the read-only template's gain),
 // opengl/opengl-fresh (the spare's gain), opengl-fresh/xvfb-run,
 // opengl-fresh/bare-opengl, opengl-ready/bare-opengl and

@@ -22,7 +22,8 @@ import (
 // in a sandbox of its own, uses that one instead: spare.go.) OpenGL runs
 // in asy's own process through Mesa's software
 // renderer (llvmpipe): the sandbox has no /dev/dri, so no GPU is reachable.
-// docs/benchmarks.md has the cost and the alternatives that were measured.
+// docs/benchmarks.md has the cost; the alternatives that were measured
+// are in its git history.
 
 // render3D is how a Runner lets asy render 3D.
 type render3D int

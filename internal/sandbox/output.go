@@ -18,7 +18,8 @@ const (
 	readSize = 32 * kiB
 )
 
-// timeLimitText and the others are seed 001's error texts.
+// timeLimitText and the others are the backend protocol's error texts
+// (docs/design.md, "The backend protocol").
 func timeLimitText(d time.Duration) string {
 	return fmt.Sprintf("Execution aborted due to the time limit (%dms)", d.Milliseconds())
 }

@@ -174,7 +174,7 @@ func TestRender3DWithoutDisplay(t *testing.T) {
 	wantOutcome(t, o, false, "Execution failed with code 1", s)
 }
 
-// A 3D figure is bound by the same limits as any task, with seed 001's
+// A 3D figure is bound by the same limits as any task, with the protocol's
 // error texts: an endless loop of 3D frames, a canvas too large to render
 // (asy's renderer runs out of address space, says "out of memory" and asy
 // exits 0 without an image) and an image over Limits.Image.
@@ -308,9 +308,9 @@ func TestInteractive3D(t *testing.T) {
 	wantOutcome(t, o, true, "", s)
 }
 
-// The 3D formats beyond seed 001: html is asy's WebGL page with its viewer
-// inlined (nothing loaded from the internet when it is viewed), eps the
-// rendering in PostScript, v3d asy's own 3D format. A 2D figure in html is
+// The 3D formats beyond svg, pdf and png: html is asy's WebGL page with
+// its viewer inlined (nothing loaded from the internet when it is
+// viewed), eps the rendering in PostScript, v3d asy's own 3D format. A 2D figure in html is
 // an svg in a page. A picture mixing 2D and 3D cannot be html: asy 2.85
 // fails on it (the rendered picture latex should include does not exist).
 func TestRender3DOtherFormats(t *testing.T) {

@@ -25,8 +25,8 @@ import (
 	"time"
 )
 
-// Formats asy can be asked for: seed 001's svg, pdf and png, and for 3D
-// (issue 9) html (asy's WebGL page, self-contained), eps and v3d (asy's
+// Formats asy can be asked for: the protocol's svg, pdf and png, and for 3D
+// html (asy's WebGL page, self-contained), eps and v3d (asy's
 // own 3D format, for download).
 const (
 	FormatSVG  = "svg"
@@ -100,7 +100,7 @@ type Task struct {
 	Files          []File
 	Format         string
 	Timeout        time.Duration // 0: Limits.MaxTimeout; larger values are capped to it
-	SeparateStderr bool          // false: stderr is merged into stdout (seed default "stdout")
+	SeparateStderr bool          // false: stderr is merged into stdout (the protocol's default "stdout")
 	Verbosity      int           // 0..3; 1..3 add -v, -vv, -vvv
 	Interactive    bool          // asy reads stdin fed by Run.Input
 }
@@ -114,7 +114,8 @@ type Sink interface {
 	Result(format string, image []byte) error
 }
 
-// Outcome is how a run ended. Error uses seed 001's texts exactly:
+// Outcome is how a run ended. Error uses the backend protocol's texts
+// exactly (docs/design.md, "The backend protocol"):
 // "Execution aborted due to the time limit (<ms>ms)",
 // "Execution aborted due to the output limit (<bytes>B)",
 // "Execution failed with code <code>", "No image output".

@@ -1,9 +1,10 @@
-// Package wire is the message framing of usher's WebSocket protocols (seed
-// 001): the backend protocol at "/" and the queue protocol at "/asy".
+// Package wire is the message framing of usher's WebSocket protocols
+// (docs/design.md, "The backend protocol"): the backend protocol at "/"
+// and the queue protocol at "/asy".
 //
 // A message is a text WebSocket message, its header: a lowercase verb alone
 // ("run") or followed by one space and a JSON object or array
-// (`add {"filename":"a.asy","main":true}`, `missing [...]`). Where the seed
+// (`add {"filename":"a.asy","main":true}`, `missing [...]`). Where the protocol
 // shows b"…" after a header, the payload is the next WebSocket message, and
 // it is binary. ParseHeader and FormatHeader handle headers, Decode reads a
 // header's JSON object strictly into a struct, and Conn carries headers and

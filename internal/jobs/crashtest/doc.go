@@ -1,5 +1,5 @@
-// Package crashtest holds the crash test of usher's generic jobs (issue 6
-// §2); it has no code of its own.
+// Package crashtest holds the crash test of usher's generic jobs; it has
+// no code of its own.
 //
 // The test builds the real binary, runs `usher serve` on a SQLite file,
 // submits queues, key limits, workflows and plain jobs over /v1, works

@@ -82,9 +82,11 @@ func (r *Role) dropForeign(ctx context.Context, msg redis.XMessage) error {
 	return nil
 }
 
-// takeScript is seed 000's atomic step. KEYS: queue.outcoming,
-// queue.processing, task:ID, task:ID:backend, queue.finished. ARGV: entry
-// ID, group, task ID, backend ID, URL, expiry of task:ID:backend in ms.
+// takeScript is the backend's atomic take
+// (docs/design.md, "Multi-node mode: roles and keys").
+// KEYS: queue.outcoming, queue.processing, task:ID, task:ID:backend,
+// queue.finished. ARGV: entry ID, group, task ID, backend ID, URL,
+// expiry of task:ID:backend in ms.
 // It returns the task hash, or false when task:ID is gone (its ID then
 // goes to queue.finished, so that the scheduler frees the slot).
 var takeScript = redis.NewScript(`

@@ -1,9 +1,10 @@
 // Package backendrole is the backend of usher's multi-node mode on Redis
-// (`usher backend --redis`), seed 000's "Backend server": it registers in
+// (`usher backend --redis`), the backend role
+// (docs/design.md, "Multi-node mode: roles and keys"): it registers in
 // backend.set with a heartbeat, reads queue.outcoming as the "backend"
 // consumer group, takes each task in one Lua script, runs it in the
 // sandbox with its output held until the queue server connects to the
-// task's URL, and serves seed 001's backend protocol responses there.
+// task's URL, and serves the backend protocol's responses there.
 // docs/redis.md ("Backend") lists the steps; this package follows them.
 package backendrole
 

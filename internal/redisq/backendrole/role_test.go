@@ -202,7 +202,7 @@ func TestMalformedInputPlayingTheScheduler(t *testing.T) {
 }
 
 // options {timeout} from the queue server lowers a running task's limit:
-// it ends with seed 001's time-limit text.
+// it ends with the protocol's time-limit text.
 func TestOptionsTimeoutShortensPlayingTheQueueServer(t *testing.T) {
 	e := newEnv(t)
 	e.startRole()

@@ -120,7 +120,7 @@ func checkExactlyOnce(t testing.TB, outs []outcome) (succeeded int, errs map[str
 	return succeeded, errs
 }
 
-// timeLimitText starts the seed's text for a task stopped by its tier's
+// timeLimitText starts the protocol's text for a task stopped by its tier's
 // limit: on a loaded machine a fast or downgraded task may reach it.
 const timeLimitText = "complete: Execution aborted due to the time limit"
 
@@ -151,7 +151,7 @@ func checkEndingsAtLeast(t testing.TB, ok, n, least int, errs map[string]int) {
 // slow.
 type tierLimits struct{ all, medium, slow int }
 
-// defaultLimits are seed 000's default shares for n backends:
+// defaultLimits are the tiers' default shares for n backends:
 // medium-or-slower ≤ ⌈n/2⌉, slow ≤ ⌈n/4⌉.
 func defaultLimits(n int) tierLimits { return tierLimits{n, (n + 1) / 2, (n + 3) / 4} }
 

@@ -9,12 +9,13 @@ import (
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
 )
 
-// Seed 004's scenarios through the API: prioritized queues of targets,
-// capabilities, a per-network limit shared by all queues, batches, and
-// agents that report back.
+// Per-key limits, priorities and capabilities through the API
+// (docs/design.md, "Per-key limits, priorities and random picks"):
+// prioritized queues of targets, capabilities, a per-network limit shared
+// by all queues, batches, and agents that report back.
 
 // An agent gets work from the highest-priority queue it serves.
-func TestSeed004HigherPriorityQueueFirst(t *testing.T) {
+func TestHigherPriorityQueueFirst(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "low", "priority": 1})
 	queue(t, s, map[string]any{"name": "high", "priority": 10})
@@ -30,7 +31,7 @@ func TestSeed004HigherPriorityQueueFirst(t *testing.T) {
 }
 
 // An agent that names the queues it serves gets work only from those.
-func TestSeed004AgentNamesItsQueues(t *testing.T) {
+func TestAgentNamesItsQueues(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "high", "priority": 10})
 	queue(t, s, map[string]any{"name": "low", "priority": 1})
@@ -46,7 +47,7 @@ func TestSeed004AgentNamesItsQueues(t *testing.T) {
 }
 
 // A queue that requires capabilities is served only to agents offering them.
-func TestSeed004CapabilitiesRouteJobs(t *testing.T) {
+func TestCapabilitiesRouteJobs(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "ipv6", "priority": 10, "requires": []string{"ipv6"}})
 	queue(t, s, map[string]any{"name": "any"})
@@ -61,7 +62,7 @@ func TestSeed004CapabilitiesRouteJobs(t *testing.T) {
 
 // A key limit holds across queues: with net:* at 2, two agents asking for
 // work from two queues of targets in one /24 get two jobs in all.
-func TestSeed004KeyLimitAcrossQueues(t *testing.T) {
+func TestKeyLimitAcrossQueues(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "a", "priority": 5})
 	queue(t, s, map[string]any{"name": "b"})
@@ -98,7 +99,7 @@ func TestSeed004KeyLimitAcrossQueues(t *testing.T) {
 }
 
 // A queue's batch size caps one lease: 5 jobs go out as 2, 2, 1.
-func TestSeed004BatchSequence221(t *testing.T) {
+func TestBatchSequence221(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "q", "batch": 2})
 	for range 5 {
@@ -114,7 +115,7 @@ func TestSeed004BatchSequence221(t *testing.T) {
 }
 
 // Every target is handed out exactly once, however many agents ask.
-func TestSeed004EachTargetHandedOutOnce(t *testing.T) {
+func TestEachTargetHandedOutOnce(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "scan", "order": "random"})
 	must(t, s, "PUT", "/v1/limits", map[string]any{"pattern": "net:*", "limit": 3}, 200)
@@ -145,7 +146,7 @@ func TestSeed004EachTargetHandedOutOnce(t *testing.T) {
 
 // A completion reported twice, or for a job that does not exist, is
 // acknowledged and ignored.
-func TestSeed004IdempotentCompletion(t *testing.T) {
+func TestIdempotentCompletion(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "q"})
 	enqueue(t, s, map[string]any{"queue": "q"})
@@ -165,7 +166,7 @@ func TestSeed004IdempotentCompletion(t *testing.T) {
 }
 
 // No token, or an unknown one, gets 401; a role that may not, 403.
-func TestSeed004TokensAndRoles(t *testing.T) {
+func TestTokensAndRoles(t *testing.T) {
 	s := jobsapitest.Start(t)
 	agentTok := must(t, s, "POST", "/v1/tokens", map[string]any{"name": "scanner", "role": "agent"}, 201)["token"].(string)
 	clientTok := must(t, s, "POST", "/v1/tokens", map[string]any{"name": "ci", "role": "client"}, 201)["token"].(string)

@@ -27,10 +27,11 @@ func shellAgent(dir string) func(leasedJob) (int, string) {
 	}
 }
 
-// Seed 003: a diamond a → {b, c} → d whose jobs write files that the
-// jobs after them read, run by several agents: d sees what b and c made
-// of a's output, so each ran after the jobs it depends on.
-func TestSeed003DiamondPassesFilesDownstream(t *testing.T) {
+// A workflow (docs/design.md, "Workflows"): a diamond a → {b, c} → d
+// whose jobs write files that the jobs after them read, run by several
+// agents: d sees what b and c made of a's output, so each ran after the
+// jobs it depends on.
+func TestDiamondPassesFilesDownstream(t *testing.T) {
 	s := jobsapitest.Start(t)
 	dir := t.TempDir()
 	queue(t, s, map[string]any{"name": "etl"})
@@ -61,7 +62,7 @@ func TestSeed003DiamondPassesFilesDownstream(t *testing.T) {
 
 // A job that fails past its retries cancels the jobs after it, except one
 // that runs after failures; the workflow ends failed.
-func TestSeed003FailureCancelsDependants(t *testing.T) {
+func TestFailureCancelsDependants(t *testing.T) {
 	s := jobsapitest.Start(t)
 	dir := t.TempDir()
 	queue(t, s, map[string]any{"name": "etl", "retry": map[string]any{"maxAttempts": 2}})

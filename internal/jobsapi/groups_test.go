@@ -9,12 +9,14 @@ import (
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
 )
 
-// Seed 002: a strict queue of read and write jobs in exclusive groups,
-// run by several agents. From the agents' own timestamps: no two jobs of
-// a group overlap, no read overlaps a write, and no job started before
-// the agent that ran an earlier-requested job even asked for it (nothing
-// overtakes a blocked head).
-func TestSeed002ReadWriteGroupsWithAgents(t *testing.T) {
+// A strict queue of read and write jobs in exclusive groups, run by
+// several agents
+// (docs/design.md, "Exclusive read/write groups and strict order").
+// From the agents' own timestamps: no two jobs of a group overlap, no
+// read overlaps a write, and no job started before the agent that ran an
+// earlier-requested job even asked for it (nothing overtakes a blocked
+// head).
+func TestReadWriteGroupsWithAgents(t *testing.T) {
 	s := jobsapitest.Start(t)
 	queue(t, s, map[string]any{"name": "db", "order": "strict"})
 	rng := rand.New(rand.NewPCG(2, 2))
