@@ -193,9 +193,17 @@ func (s *Service) open(ctx context.Context) error {
 // multi-node mode when a Redis URL is given, the embedded default else.
 func (s *Service) openMode(ctx context.Context) (mode, error) {
 	if s.cfg.Redis.URL != "" {
-		return openMultiNode(ctx, s.cfg)
+		m, err := openMultiNode(ctx, s.cfg)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
-	return openEmbedded(ctx, s.cfg, s.db, s.registry)
+	m, err := openEmbedded(ctx, s.cfg, s.db, s.registry)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // tiers are the duration tiers of the Asymptote queue, in either mode.
