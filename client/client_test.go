@@ -53,7 +53,7 @@ func TestClientEndToEnd(t *testing.T) {
 				return err
 			}
 			return want(q.Name == "scan" && q.Priority == 10 && q.Order == "random" && q.Batch == 2 && q.Active &&
-				slices.Equal(q.Requires, []string{"net"}) && q.Retry != nil && q.Retry.MaxAttempts == 3, "queue %+v", q)
+				slices.Equal(q.Requires, []string{"net"}) && q.Retry.MaxAttempts == 3, "queue %+v", q)
 		}},
 		{name: "create paused queue", call: func(ctx context.Context) error {
 			q, err := admin.CreateQueue(ctx, client.QueueSpec{Name: "etl", Active: new(false)})
@@ -173,7 +173,7 @@ func TestClientEndToEnd(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			states := map[string]string{}
+			states := map[string]client.State{}
 			for _, j := range w.Jobs {
 				states[j.ID] = j.State
 			}
