@@ -117,7 +117,7 @@ func TestClientEndToEnd(t *testing.T) {
 		{name: "get job", call: func(ctx context.Context) error {
 			j, err := admin.Job(ctx, jobIDs[0])
 			return errors.Join(err, want(j.ID == jobIDs[0] && j.Queue == "etl" && j.Priority == 3 &&
-				string(j.Payload) == `{"table":"users"}` && !j.CreatedAt.IsZero() && j.StartedAt.IsZero() &&
+				string(j.Payload) == `{"table":"users"}` && !j.CreatedAt.IsZero() && j.StartedAt == nil &&
 				j.ExitCode == nil && !j.Finished(), "job %+v", j))
 		}},
 		{name: "unknown job", status: 404, call: func(ctx context.Context) error {
@@ -254,7 +254,7 @@ func TestClientEndToEnd(t *testing.T) {
 			got, err := admin.Job(ctx, j.ID)
 			return errors.Join(err, want(len(acks) == 1 && !acks[0].Ignored && got.State == client.StateSucceeded &&
 				got.Output == "done\n" && got.ExitCode != nil && *got.ExitCode == 0 && got.Agent == "host-1" &&
-				!got.FinishedAt.IsZero(), "acks %+v, job %+v", acks, got))
+				got.FinishedAt != nil && !got.FinishedAt.IsZero(), "acks %+v, job %+v", acks, got))
 		}},
 		{name: "repeated completion ignored", call: func(ctx context.Context) error {
 			j := leased.Jobs[0]
