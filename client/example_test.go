@@ -36,6 +36,34 @@ func exampleServer() (c *client.Client, stop func(), err error) {
 	}, nil
 }
 
+// exampleQueue runs a server with one queue and returns an admin client
+// of it and a context that ends in 30 s; done ends both.
+func exampleQueue(queue string) (ctx context.Context, c *client.Client, done func(), err error) {
+	c, stop, err := exampleServer()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	done = func() { cancel(); stop() }
+	if _, err := c.CreateQueue(ctx, client.QueueSpec{Name: queue}); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return ctx, c, done, nil
+}
+
+// startWorker runs w until stop, which returns Run's error.
+func startWorker(ctx context.Context, w *client.Worker) (stop func() error) {
+	w.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	return func() error {
+		cancel()
+		return <-errc
+	}
+}
+
 // waitFinished polls a job until it is in a final state.
 func waitFinished(ctx context.Context, c *client.Client, id string) (client.Job, error) {
 	for {
@@ -53,17 +81,12 @@ func waitFinished(ctx context.Context, c *client.Client, id string) (client.Job,
 
 // Submit a job to a queue and read it back.
 func ExampleClient_Enqueue() {
-	c, stop, err := exampleServer()
+	ctx, c, done, err := exampleQueue("scan")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer stop()
-	ctx := context.Background()
-	if _, err := c.CreateQueue(ctx, client.QueueSpec{Name: "scan"}); err != nil {
-		fmt.Println(err)
-		return
-	}
+	defer done()
 	ids, err := c.Enqueue(ctx, client.JobSpec{Queue: "scan", Payload: json.RawMessage(`"10.1.2.3"`),
 		Keys: []string{"net:10.1.2.0/24"}})
 	if err != nil {
@@ -82,36 +105,26 @@ func ExampleClient_Enqueue() {
 
 // Serve the jobs of a queue with a handler, one Worker being one agent.
 func ExampleWorker() {
-	c, stop, err := exampleServer()
+	ctx, c, done, err := exampleQueue("greet")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := c.CreateQueue(ctx, client.QueueSpec{Name: "greet"}); err != nil {
-		fmt.Println(err)
-		return
-	}
+	defer done()
 	ids, err := c.Enqueue(ctx, client.JobSpec{Queue: "greet", Payload: json.RawMessage(`"world"`)},
 		client.JobSpec{Queue: "greet", Payload: json.RawMessage(`42`)})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	w := &client.Worker{Client: c, Agent: "example", Concurrency: 2, WaitMs: 200,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	stopWorker := startWorker(ctx, &client.Worker{Client: c, Agent: "example", Concurrency: 2, WaitMs: 200,
 		Handlers: map[string]client.Handler{"greet": func(ctx context.Context, job *client.LeasedJob) (string, error) {
 			var name string
 			if err := json.Unmarshal(job.Payload, &name); err != nil {
 				return "", errors.New("the payload is not a name")
 			}
 			return "hello, " + name, nil
-		}}}
-	runCtx, stopWorker := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+		}}})
 	for _, id := range ids {
 		j, err := waitFinished(ctx, c, id)
 		if err != nil {
@@ -120,8 +133,7 @@ func ExampleWorker() {
 		}
 		fmt.Printf("%s: %s %q %q\n", j.Payload, j.State, j.Output, j.Error)
 	}
-	stopWorker()
-	if err := <-done; err != nil {
+	if err := stopWorker(); err != nil {
 		fmt.Println(err)
 	}
 	// Output:
@@ -132,18 +144,12 @@ func ExampleWorker() {
 // Submit a workflow whose jobs run in dependency order, and follow it to
 // its end.
 func ExampleClient_SubmitWorkflow() {
-	c, stop, err := exampleServer()
+	ctx, c, done, err := exampleQueue("etl")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := c.CreateQueue(ctx, client.QueueSpec{Name: "etl"}); err != nil {
-		fmt.Println(err)
-		return
-	}
+	defer done()
 	// extract runs first; load runs after both transforms succeeded.
 	sub, err := c.SubmitWorkflow(ctx, client.WorkflowSpec{Name: "nightly", Jobs: []client.WorkflowJob{
 		{Name: "extract", JobSpec: client.JobSpec{Queue: "etl"}},
@@ -171,18 +177,13 @@ func ExampleClient_SubmitWorkflow() {
 	// One job at a time, so the order of the runs is the order the
 	// dependencies allow.
 	var ran []string
-	w := &client.Worker{Client: c, Agent: "example", WaitMs: 200,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	stopWorker := startWorker(ctx, &client.Worker{Client: c, Agent: "example", WaitMs: 200,
 		Handlers: map[string]client.Handler{"etl": func(ctx context.Context, job *client.LeasedJob) (string, error) {
 			ran = append(ran, names[job.ID])
 			return "", nil
-		}}}
-	runCtx, stopWorker := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
+		}}})
 	_, err = waitFinished(ctx, c, sub.Jobs["load"])
-	stopWorker()
-	if err := errors.Join(err, <-done); err != nil {
+	if err := errors.Join(err, stopWorker()); err != nil {
 		fmt.Println(err)
 		return
 	}
