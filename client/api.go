@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/usherhq/usher/jobtype"
 )
 
 // esc escapes one path segment (a queue name, job or token id).
@@ -37,9 +39,7 @@ func (c *Client) Queue(ctx context.Context, name string) (Queue, error) {
 
 // Queues returns every queue, sorted by name.
 func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
-	var out struct {
-		Queues []Queue `json:"queues"`
-	}
+	var out jobtype.QueueList
 	err := c.call(ctx, http.MethodGet, "/v1/queues", nil, &out)
 	return out.Queues, err
 }
@@ -53,9 +53,7 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 // FlushQueue cancels a queue's queued jobs (admin) and returns how many; a
 // queue with running jobs is a 409.
 func (c *Client) FlushQueue(ctx context.Context, name string) (int, error) {
-	var out struct {
-		Cancelled int `json:"cancelled"`
-	}
+	var out jobtype.FlushAnswer
 	err := c.call(ctx, http.MethodPost, "/v1/queues/"+esc(name)+"/flush", nil, &out)
 	return out.Cancelled, err
 }
@@ -70,9 +68,7 @@ func (c *Client) SetKeyLimit(ctx context.Context, pattern string, limit int) (Ke
 
 // KeyLimits returns every key limit, sorted by pattern.
 func (c *Client) KeyLimits(ctx context.Context) ([]KeyLimit, error) {
-	var out struct {
-		Limits []KeyLimit `json:"limits"`
-	}
+	var out jobtype.KeyLimitList
 	err := c.call(ctx, http.MethodGet, "/v1/limits", nil, &out)
 	return out.Limits, err
 }
@@ -80,24 +76,19 @@ func (c *Client) KeyLimits(ctx context.Context) ([]KeyLimit, error) {
 // Enqueue submits jobs, all or none, and returns their ids in the given
 // order.
 func (c *Client) Enqueue(ctx context.Context, jobs ...JobSpec) ([]string, error) {
-	in := struct {
-		Jobs []JobSpec `json:"jobs"`
-	}{jobs}
-	var out idsAnswer
+	in := jobtype.EnqueueRequest{Jobs: jobs}
+	var out jobtype.EnqueueAnswer
 	err := c.call(ctx, http.MethodPost, "/v1/jobs", in, &out)
 	return out.IDs, err
 }
 
-type idsAnswer struct {
-	IDs []string `json:"ids"`
-}
-
-// EnqueueTargets submits one job per line of targets to queue (seed 004):
+// EnqueueTargets submits one job per line of targets to queue
+// (docs/design.md, "Per-key limits, priorities and random picks"):
 // blank lines are ignored, each job's payload is its line as a JSON string
 // and its key is derived from the target (net:a.b.c.0/24 for an IPv4
 // address). It returns the jobs' ids in line order.
 func (c *Client) EnqueueTargets(ctx context.Context, queue string, targets io.Reader) ([]string, error) {
-	var out idsAnswer
+	var out jobtype.EnqueueAnswer
 	err := c.send(ctx, http.MethodPost, "/v1/queues/"+esc(queue)+"/targets", "text/plain; charset=utf-8", targets, &out)
 	return out.IDs, err
 }
@@ -127,7 +118,7 @@ func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 // Jobs returns one page of the jobs that f selects, in id order.
 func (c *Client) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"queue": f.Queue, "state": f.State, "workflow": f.Workflow, "after": f.After} {
+	for k, v := range map[string]string{"queue": f.Queue, "state": string(f.State), "workflow": f.Workflow, "after": f.After} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -198,28 +189,19 @@ func (c *Client) Lease(ctx context.Context, r LeaseRequest) (LeaseAnswer, error)
 	return out, err
 }
 
-type agentRequest struct {
-	Agent string `json:"agent"`
-}
-
 // Renew renews an agent's lease and returns the jobs it must stop and the
 // new time limits of others; a lease that lapsed already is a 404.
 func (c *Client) Renew(ctx context.Context, agent string) (RenewAnswer, error) {
 	var out RenewAnswer
-	err := c.call(ctx, http.MethodPost, "/v1/agent/renew", agentRequest{agent}, &out)
+	err := c.call(ctx, http.MethodPost, "/v1/agent/renew", jobtype.AgentRequest{Agent: agent}, &out)
 	return out, err
 }
 
 // Complete reports the results of an agent's jobs in one call and returns
 // one acknowledgement per result.
 func (c *Client) Complete(ctx context.Context, agent string, results ...Result) ([]Ack, error) {
-	in := struct {
-		Agent   string   `json:"agent"`
-		Results []Result `json:"results"`
-	}{agent, results}
-	var out struct {
-		Acks []Ack `json:"acks"`
-	}
+	in := jobtype.CompleteRequest{Agent: agent, Results: results}
+	var out jobtype.CompleteAnswer
 	err := c.call(ctx, http.MethodPost, "/v1/agent/complete", in, &out)
 	return out.Acks, err
 }
@@ -227,7 +209,7 @@ func (c *Client) Complete(ctx context.Context, agent string, results ...Result) 
 // Leave ends an agent's lease; its running jobs are released as if the
 // lease lapsed.
 func (c *Client) Leave(ctx context.Context, agent string) error {
-	return c.call(ctx, http.MethodPost, "/v1/agent/leave", agentRequest{agent}, nil)
+	return c.call(ctx, http.MethodPost, "/v1/agent/leave", jobtype.AgentRequest{Agent: agent}, nil)
 }
 
 // CreateToken creates a token with a role (admin); its secret is in the

@@ -53,7 +53,7 @@ func TestClientEndToEnd(t *testing.T) {
 				return err
 			}
 			return want(q.Name == "scan" && q.Priority == 10 && q.Order == "random" && q.Batch == 2 && q.Active &&
-				slices.Equal(q.Requires, []string{"net"}) && q.Retry != nil && q.Retry.MaxAttempts == 3, "queue %+v", q)
+				slices.Equal(q.Requires, []string{"net"}) && q.Retry.MaxAttempts == 3, "queue %+v", q)
 		}},
 		{name: "create paused queue", call: func(ctx context.Context) error {
 			q, err := admin.CreateQueue(ctx, client.QueueSpec{Name: "etl", Active: new(false)})
@@ -117,7 +117,7 @@ func TestClientEndToEnd(t *testing.T) {
 		{name: "get job", call: func(ctx context.Context) error {
 			j, err := admin.Job(ctx, jobIDs[0])
 			return errors.Join(err, want(j.ID == jobIDs[0] && j.Queue == "etl" && j.Priority == 3 &&
-				string(j.Payload) == `{"table":"users"}` && !j.CreatedAt.IsZero() && j.StartedAt.IsZero() &&
+				string(j.Payload) == `{"table":"users"}` && !j.CreatedAt.IsZero() && j.StartedAt == nil &&
 				j.ExitCode == nil && !j.Finished(), "job %+v", j))
 		}},
 		{name: "unknown job", status: 404, call: func(ctx context.Context) error {
@@ -173,7 +173,7 @@ func TestClientEndToEnd(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			states := map[string]string{}
+			states := map[string]client.State{}
 			for _, j := range w.Jobs {
 				states[j.ID] = j.State
 			}
@@ -254,7 +254,7 @@ func TestClientEndToEnd(t *testing.T) {
 			got, err := admin.Job(ctx, j.ID)
 			return errors.Join(err, want(len(acks) == 1 && !acks[0].Ignored && got.State == client.StateSucceeded &&
 				got.Output == "done\n" && got.ExitCode != nil && *got.ExitCode == 0 && got.Agent == "host-1" &&
-				!got.FinishedAt.IsZero(), "acks %+v, job %+v", acks, got))
+				got.FinishedAt != nil && !got.FinishedAt.IsZero(), "acks %+v, job %+v", acks, got))
 		}},
 		{name: "repeated completion ignored", call: func(ctx context.Context) error {
 			j := leased.Jobs[0]

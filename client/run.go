@@ -87,7 +87,7 @@ func (r *run) fetch(ctx context.Context) error {
 			continue
 		}
 		req := LeaseRequest{Agent: r.agent, Capabilities: r.w.Capabilities, Queues: r.w.queues(),
-			Slots: r.slots, Max: free, WaitMs: r.wait}
+			Slots: r.slots, Max: free, WaitMs: int64(r.wait)}
 		if fails > 0 || time.Since(listed) > holdingEvery {
 			req.Holding, listed = r.holding(), time.Now()
 		}

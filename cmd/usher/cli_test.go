@@ -69,6 +69,8 @@ edges:
 	firstLine := func(key string) func(string, map[string]string) {
 		return func(out string, vars map[string]string) { vars[key] = strings.SplitN(out, "\n", 2)[0] }
 	}
+	// The --json steps read the command's output as raw JSON: what they
+	// check is the shape the CLI prints, which scripts (jq) rely on.
 	steps := []cliStep{
 		{args: []string{"queue", "create", "scan", "--priority", "10", "--requires", "net", "--order", "random", "--batch", "2"},
 			out: []string{"NAME", "PRIORITY", "scan", "10", "random", "2", "true", "net", "once"}},

@@ -176,11 +176,19 @@ func orDash(s string) string {
 func list(v []string) string { return orDash(strings.Join(v, ",")) }
 
 // when shows a time in the local zone to the second, "-" for none.
-func when(t client.Time) string {
+func when(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// whenSet shows a time that may not be reached yet (nil), as when does.
+func whenSet(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return when(*t)
 }
 
 // millis shows a count of milliseconds as a duration.

@@ -275,7 +275,7 @@ page.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Queue, "queue", "", "only jobs of this queue")
-	fl.StringVar(&f.State, "state", "", "only jobs in this state")
+	fl.StringVar((*string)(&f.State), "state", "", "only jobs in this state")
 	fl.StringVar(&f.Workflow, "workflow", "", "only jobs of this workflow")
 	fl.IntVar(&f.Limit, "limit", 100, "jobs per page (at most 1000)")
 	fl.StringVar(&f.After, "after", "", "list jobs after this id (the previous page's next)")
@@ -353,12 +353,12 @@ func jobsShowCommand(o *clientOpts) *cobra.Command {
 func printJob(w io.Writer, j client.Job) error {
 	t := newTable(w, "id:", j.ID)
 	for _, f := range [][2]string{
-		{"queue:", j.Queue}, {"state:", j.State}, {"workflow:", orDash(j.Workflow)},
+		{"queue:", j.Queue}, {"state:", string(j.State)}, {"workflow:", orDash(j.Workflow)},
 		{"payload:", orDash(string(j.Payload))}, {"tier:", orDash(j.Tier)}, {"timeout:", millis(j.TimeoutMs)},
 		{"priority:", strconv.Itoa(j.Priority)}, {"keys:", list(j.Keys)},
 		{"group:", orDash(strings.TrimSpace(j.Group + " " + j.Mode))}, {"after:", list(j.After)},
 		{"attempt:", fmt.Sprintf("%d of %d", j.Attempt, max(j.MaxAttempts, 1))}, {"agent:", orDash(j.Agent)},
-		{"created:", when(j.CreatedAt)}, {"started:", when(j.StartedAt)}, {"finished:", when(j.FinishedAt)},
+		{"created:", when(j.CreatedAt)}, {"started:", whenSet(j.StartedAt)}, {"finished:", whenSet(j.FinishedAt)},
 		{"exit code:", exitText(j.ExitCode)}, {"error:", orDash(j.Error)},
 	} {
 		t.row(f[0], f[1])

@@ -141,10 +141,7 @@ func (q *queueFlags) update(cmd *cobra.Command, c *client.Client, name string) (
 	if err != nil {
 		return u, fmt.Errorf("reading queue %s: %w", name, err)
 	}
-	r := client.RetryPolicy{}
-	if cur.Retry != nil {
-		r = *cur.Retry
-	}
+	r := cur.Retry
 	if f.Changed("max-attempts") {
 		r.MaxAttempts = q.maxAttempts
 	}
@@ -249,8 +246,8 @@ func printQueues(cmd *cobra.Command, o *clientOpts, qs ...client.Queue) error {
 }
 
 // retryText shows a retry policy in one cell.
-func retryText(r *client.RetryPolicy) string {
-	if r == nil || r.MaxAttempts <= 1 {
+func retryText(r client.RetryPolicy) string {
+	if r.MaxAttempts <= 1 {
 		return "once"
 	}
 	s := strconv.Itoa(r.MaxAttempts) + " attempts"

@@ -159,7 +159,7 @@ func tokenListCommand(o *clientOpts) *cobra.Command {
 			}
 			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "ROLE", "CREATED")
 			for _, tok := range toks {
-				t.row(tok.ID, tok.Name, tok.Role, when(tok.CreatedAt))
+				t.row(tok.ID, tok.Name, tok.Role, when(tok.CreatedAt.Time))
 			}
 			return t.flush()
 		}),

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Job returns one job.
@@ -113,62 +114,23 @@ func (e *Engine) Workflow(ctx context.Context, id string) (Workflow, error) {
 	return w, nil
 }
 
-// Stats is the state of queues, keys, tiers and agents.
-type Stats struct {
-	Queues   []QueueStats `json:"queues"`
-	Keys     []KeyStats   `json:"keys"`
-	Groups   []KeyStats   `json:"groups"`
-	Tiers    []TierStats  `json:"tiers"`
-	Agents   []AgentStats `json:"agents"`
-	Counters Counters     `json:"counters"`
-}
-
-// QueueStats is one queue: Queued counts ready jobs, Blocked those of them
-// held back by a key, group or read/write gate, BlockedBy by which.
-type QueueStats struct {
-	Name      string         `json:"name"`
-	Queued    int            `json:"queued"`
-	Running   int            `json:"running"`
-	Waiting   int            `json:"waiting"`
-	Delayed   int            `json:"delayed"`
-	Blocked   int            `json:"blocked"`
-	BlockedBy map[string]int `json:"blockedBy"`
-}
-
-// KeyStats is a key's (or group's) running holders, limit and queued jobs.
-type KeyStats struct {
-	Key     string `json:"key"`
-	Running int    `json:"running"`
-	Limit   int    `json:"limit"`
-	Queued  int    `json:"queued"`
-}
-
-// TierStats is one duration tier.
-type TierStats struct {
-	Name       string `json:"name"`
-	DurationMs int64  `json:"durationMs"`
-	Running    int    `json:"running"`
-	Counted    int    `json:"counted"`
-	Limit      int    `json:"limit"`
-}
-
-// AgentStats is one agent's load.
-type AgentStats struct {
-	ID      string `json:"id"`
-	Slots   int    `json:"slots"`
-	Running int    `json:"running"`
-}
-
-// Counters are totals since the server started.
-type Counters struct {
-	Started       int `json:"started"`
-	Succeeded     int `json:"succeeded"`
-	Failed        int `json:"failed"`
-	Retried       int `json:"retried"`
-	Cancelled     int `json:"cancelled"`
-	Downgrades    int `json:"downgrades"`
-	LeaseExpiries int `json:"leaseExpiries"`
-}
+// The stats types are the /v1 wire types of GET /v1/stats (package
+// jobtype); the aliases keep the engine's names.
+type (
+	// Stats is the state of queues, keys, tiers and agents.
+	Stats = jobtype.Stats
+	// QueueStats is one queue's jobs.
+	QueueStats = jobtype.QueueStats
+	// KeyStats is a key's (or group's) running holders, limit and queued
+	// jobs.
+	KeyStats = jobtype.KeyStats
+	// TierStats is one duration tier.
+	TierStats = jobtype.TierStats
+	// AgentStats is one agent's load.
+	AgentStats = jobtype.AgentStats
+	// Counters are totals since the server started.
+	Counters = jobtype.Counters
+)
 
 // Stats returns the current state of queues, keys, tiers and agents.
 func (e *Engine) Stats() Stats {
@@ -197,8 +159,9 @@ func statsOf(snap sched.Snapshot) Stats {
 		st.Agents = append(st.Agents, AgentStats{ID: w.ID, Slots: w.Slots, Running: w.Running})
 	}
 	c := snap.Counters
-	st.Counters = Counters{Started: c.Started, Succeeded: c.Succeeded, Failed: c.Failed, Retried: c.Retried,
-		Cancelled: c.Cancelled, Downgrades: c.Downgrades, LeaseExpiries: c.LeaseExpiries}
+	st.Counters = Counters{Started: int64(c.Started), Succeeded: int64(c.Succeeded), Failed: int64(c.Failed),
+		Retried: int64(c.Retried), Cancelled: int64(c.Cancelled), Downgrades: int64(c.Downgrades),
+		LeaseExpiries: int64(c.LeaseExpiries)}
 	return st
 }
 

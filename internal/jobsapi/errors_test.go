@@ -69,6 +69,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 	before := must(t, s, "GET", "/v1/stats", nil, 200)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Raw JSON: the error body {"error": ...} is the wire shape under test.
 			status, out := call(t, s, s.AdminToken, c.method, c.path, c.body)
 			msg, _ := out["error"].(string)
 			if status != c.status || !strings.Contains(msg, c.mention) {

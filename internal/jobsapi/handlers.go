@@ -6,14 +6,15 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/tokens"
+	"github.com/usherhq/usher/jobtype"
 )
 
 func (a *api) createQueue(w http.ResponseWriter, r *http.Request) error {
-	q := jobs.Queue{Active: true}
-	if err := decode(r, &q); err != nil {
+	var spec jobtype.QueueSpec
+	if err := decode(r, &spec); err != nil {
 		return err
 	}
-	q, err := a.Engine.CreateQueue(r.Context(), q)
+	q, err := a.Engine.CreateQueue(r.Context(), queueOf(spec))
 	if err != nil {
 		return err
 	}
@@ -21,7 +22,18 @@ func (a *api) createQueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) listQueues(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, map[string]any{"queues": a.Engine.Queues()})
+	return writeJSON(w, http.StatusOK, jobtype.QueueList{Queues: a.Engine.Queues()})
+}
+
+// queueOf is the queue a spec creates: an absent active is true, an
+// absent retry one attempt per job.
+func queueOf(s jobtype.QueueSpec) jobs.Queue {
+	q := jobs.Queue{Name: s.Name, Priority: s.Priority, Requires: s.Requires, Order: s.Order, Batch: s.Batch,
+		Active: s.Active == nil || *s.Active}
+	if s.Retry != nil {
+		q.Retry = *s.Retry
+	}
+	return q
 }
 
 func (a *api) getQueue(w http.ResponseWriter, r *http.Request) error {
@@ -57,7 +69,7 @@ func (a *api) flushQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]int{"cancelled": n})
+	return writeJSON(w, http.StatusOK, jobtype.FlushAnswer{Cancelled: n})
 }
 
 func (a *api) enqueueTargets(w http.ResponseWriter, r *http.Request) error {
@@ -73,7 +85,7 @@ func (a *api) enqueueTargets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, map[string][]string{"ids": ids})
+	return writeJSON(w, http.StatusCreated, jobtype.EnqueueAnswer{IDs: ids})
 }
 
 func (a *api) setLimit(w http.ResponseWriter, r *http.Request) error {
@@ -89,13 +101,11 @@ func (a *api) setLimit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) listLimits(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, map[string]any{"limits": a.Engine.KeyLimits()})
+	return writeJSON(w, http.StatusOK, jobtype.KeyLimitList{Limits: a.Engine.KeyLimits()})
 }
 
 func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		Jobs []jobs.JobSpec `json:"jobs"`
-	}
+	var body jobtype.EnqueueRequest
 	if err := decode(r, &body); err != nil {
 		return err
 	}
@@ -103,7 +113,7 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, map[string][]string{"ids": ids})
+	return writeJSON(w, http.StatusCreated, jobtype.EnqueueAnswer{IDs: ids})
 }
 
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
@@ -127,9 +137,9 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body := map[string]any{"jobs": list}
+	body := jobtype.JobPage{Jobs: list}
 	if len(list) > 0 && len(list) == f.Limit {
-		body["next"] = list[len(list)-1].ID
+		body.Next = list[len(list)-1].ID
 	}
 	return writeJSON(w, http.StatusOK, body)
 }
@@ -167,7 +177,7 @@ func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, map[string]any{"id": id, "jobs": byName})
+	return writeJSON(w, http.StatusCreated, jobtype.SubmittedWorkflow{ID: id, Jobs: byName})
 }
 
 func (a *api) getWorkflow(w http.ResponseWriter, r *http.Request) error {
@@ -193,12 +203,8 @@ func (a *api) lease(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type agentBody struct {
-	Agent string `json:"agent"`
-}
-
 func (a *api) renew(w http.ResponseWriter, r *http.Request) error {
-	var b agentBody
+	var b jobtype.AgentRequest
 	if err := decode(r, &b); err != nil {
 		return err
 	}
@@ -210,10 +216,7 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
-	var b struct {
-		Agent   string        `json:"agent"`
-		Results []jobs.Result `json:"results"`
-	}
+	var b jobtype.CompleteRequest
 	if err := decode(r, &b); err != nil {
 		return err
 	}
@@ -221,11 +224,11 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string][]jobs.Ack{"acks": acks})
+	return writeJSON(w, http.StatusOK, jobtype.CompleteAnswer{Acks: acks})
 }
 
 func (a *api) leave(w http.ResponseWriter, r *http.Request) error {
-	var b agentBody
+	var b jobtype.AgentRequest
 	if err := decode(r, &b); err != nil {
 		return err
 	}

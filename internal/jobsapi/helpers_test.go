@@ -9,11 +9,27 @@ import (
 	"testing"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // call sends a request with a JSON (or, for a string, plain) body and
-// returns the status and the decoded answer.
+// returns the status and the answer as raw JSON: for the tests that check
+// the wire's shape (error bodies, field names), not the typed content.
 func call(t *testing.T, s *jobsapitest.Server, token, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	status, data := send(t, s, token, method, path, body)
+	var out map[string]any
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &out); err != nil {
+			t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, data)
+		}
+	}
+	return status, out
+}
+
+// send sends a request with a JSON (or, for a string, plain) body and
+// returns the status and the answer's bytes.
+func send(t *testing.T, s *jobsapitest.Server, token, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
 	ctype := "application/json"
@@ -44,13 +60,22 @@ func call(t *testing.T, s *jobsapitest.Server, token, method, path string, body 
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if len(data) > 0 {
-		if err := json.Unmarshal(data, &out); err != nil {
-			t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, data)
-		}
+	return resp.StatusCode, data
+}
+
+// mustAs sends a request as the admin, fails the test unless the status is
+// want, and decodes the answer into T, a wire type of package jobtype.
+func mustAs[T any](t *testing.T, s *jobsapitest.Server, method, path string, body any, want int) T {
+	t.Helper()
+	status, data := send(t, s, s.AdminToken, method, path, body)
+	if status != want {
+		t.Fatalf("%s %s = %d %s; want %d", method, path, status, data, want)
 	}
-	return resp.StatusCode, out
+	var out T
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("%s %s: answer %q does not decode into %T: %v", method, path, data, out, err)
+	}
+	return out
 }
 
 // must is call that fails the test unless the status is want.
@@ -59,15 +84,6 @@ func must(t *testing.T, s *jobsapitest.Server, method, path string, body any, wa
 	status, out := call(t, s, s.AdminToken, method, path, body)
 	if status != want {
 		t.Fatalf("%s %s = %d %v; want %d", method, path, status, out, want)
-	}
-	return out
-}
-
-// strs reads a JSON array of strings.
-func strs(v any) []string {
-	var out []string
-	for _, x := range v.([]any) {
-		out = append(out, x.(string))
 	}
 	return out
 }
@@ -91,34 +107,34 @@ func leaseWait(t *testing.T, s *jobsapitest.Server, agent string, caps []string,
 	if caps == nil {
 		caps = []string{}
 	}
-	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": agent, "capabilities": caps, "slots": slots, "max": max, "waitMs": waitMs}, 200)
+	out := mustAs[jobtype.LeaseAnswer](t, s, "POST", "/v1/agent/lease", map[string]any{"agent": agent, "capabilities": caps, "slots": slots, "max": max, "waitMs": waitMs}, 200)
 	var got []leasedJob
-	for _, x := range out["jobs"].([]any) {
-		m := x.(map[string]any)
-		got = append(got, leasedJob{ID: m["id"].(string), Queue: m["queue"].(string), Attempt: int(m["attempt"].(float64)), Payload: m["payload"]})
+	for _, j := range out.Jobs {
+		var payload any
+		if len(j.Payload) > 0 {
+			if err := json.Unmarshal(j.Payload, &payload); err != nil {
+				t.Fatalf("job %s: payload %s: %v", j.ID, j.Payload, err)
+			}
+		}
+		got = append(got, leasedJob{ID: j.ID, Queue: j.Queue, Attempt: j.Attempt, Payload: payload})
 	}
 	return got
 }
 
 // complete reports attempts with the given exit code and returns the acks.
-func complete(t *testing.T, s *jobsapitest.Server, agent string, exit int, jobs ...leasedJob) []map[string]any {
+func complete(t *testing.T, s *jobsapitest.Server, agent string, exit int, jobs ...leasedJob) []jobtype.Ack {
 	t.Helper()
 	results := make([]map[string]any, len(jobs))
 	for i, j := range jobs {
 		results[i] = map[string]any{"id": j.ID, "attempt": j.Attempt, "exitCode": exit}
 	}
-	out := must(t, s, "POST", "/v1/agent/complete", map[string]any{"agent": agent, "results": results}, 200)
-	var acks []map[string]any
-	for _, a := range out["acks"].([]any) {
-		acks = append(acks, a.(map[string]any))
-	}
-	return acks
+	return mustAs[jobtype.CompleteAnswer](t, s, "POST", "/v1/agent/complete", map[string]any{"agent": agent, "results": results}, 200).Acks
 }
 
 // enqueue submits jobs and returns their ids.
 func enqueue(t *testing.T, s *jobsapitest.Server, jobs ...map[string]any) []string {
 	t.Helper()
-	return strs(must(t, s, "POST", "/v1/jobs", map[string]any{"jobs": jobs}, 201)["ids"])
+	return mustAs[jobtype.EnqueueAnswer](t, s, "POST", "/v1/jobs", map[string]any{"jobs": jobs}, 201).IDs
 }
 
 // queue creates a queue from fields.
@@ -130,7 +146,7 @@ func queue(t *testing.T, s *jobsapitest.Server, fields map[string]any) {
 // jobState reads a job's state.
 func jobState(t *testing.T, s *jobsapitest.Server, id string) string {
 	t.Helper()
-	return must(t, s, "GET", "/v1/jobs/"+id, nil, 200)["state"].(string)
+	return string(mustAs[jobtype.Job](t, s, "GET", "/v1/jobs/"+id, nil, 200).State)
 }
 
 func queues(js []leasedJob) []string {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Per-key limits, priorities and capabilities through the API
@@ -36,9 +37,9 @@ func TestAgentNamesItsQueues(t *testing.T) {
 	queue(t, s, map[string]any{"name": "high", "priority": 10})
 	queue(t, s, map[string]any{"name": "low", "priority": 1})
 	enqueue(t, s, map[string]any{"queue": "high"}, map[string]any{"queue": "low"})
-	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 5, "queues": []string{"low"}}, 200)
-	if got := toJSON(out["jobs"].([]any)[0].(map[string]any)["queue"]); len(out["jobs"].([]any)) != 1 || got != `"low"` {
-		t.Fatalf("an agent naming low got %v; want the low job only", out["jobs"])
+	out := mustAs[jobtype.LeaseAnswer](t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 5, "queues": []string{"low"}}, 200)
+	if len(out.Jobs) != 1 || out.Jobs[0].Queue != "low" {
+		t.Fatalf("an agent naming low got %+v; want the low job only", out.Jobs)
 	}
 	status, body := call(t, s, s.AdminToken, "POST", "/v1/agent/lease", map[string]any{"agent": "b", "slots": 1, "queues": []string{"typo"}})
 	if status != 400 || body["error"] != `queues[0]: unknown queue "typo"` {
@@ -80,13 +81,11 @@ func TestKeyLimitAcrossQueues(t *testing.T) {
 	if in24 != 2 || len(first)+len(second) != 3 {
 		t.Fatalf("leases gave %v and %v; want 2 jobs of 10.0.0.0/24 and the one of 10.9.9.0/24", first, second)
 	}
-	stats := must(t, s, "GET", "/v1/stats", nil, 200)
-	keys := stats["keys"].([]any)
+	keys := mustAs[jobtype.Stats](t, s, "GET", "/v1/stats", nil, 200).Keys
 	found := false
 	for _, k := range keys {
-		m := k.(map[string]any)
-		if m["key"] == "net:10.0.0.0/24" {
-			found = m["running"] == 2.0 && m["limit"] == 2.0 && m["queued"] == 2.0
+		if k.Key == "net:10.0.0.0/24" {
+			found = k.Running == 2 && k.Limit == 2 && k.Queued == 2
 		}
 	}
 	if !found {
@@ -151,13 +150,13 @@ func TestIdempotentCompletion(t *testing.T) {
 	queue(t, s, map[string]any{"name": "q"})
 	enqueue(t, s, map[string]any{"queue": "q"})
 	got := lease(t, s, "a", nil, 1, 1)
-	if acks := complete(t, s, "a", 0, got...); acks[0]["ignored"] != false {
+	if acks := complete(t, s, "a", 0, got...); acks[0].Ignored {
 		t.Fatalf("first completion ack = %v; want accepted", acks)
 	}
-	if acks := complete(t, s, "a", 1, got...); acks[0]["ignored"] != true {
+	if acks := complete(t, s, "a", 1, got...); !acks[0].Ignored {
 		t.Fatalf("repeated completion ack = %v; want ignored", acks)
 	}
-	if acks := complete(t, s, "a", 0, leasedJob{ID: "99999", Attempt: 1}); acks[0]["ignored"] != true {
+	if acks := complete(t, s, "a", 0, leasedJob{ID: "99999", Attempt: 1}); !acks[0].Ignored {
 		t.Fatalf("unknown job ack = %v; want ignored", acks)
 	}
 	if st := jobState(t, s, got[0].ID); st != "succeeded" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // An agent that stops renewing loses its jobs when its lease lapses, and
@@ -32,7 +33,7 @@ func TestLeaseLapseRetriesOnAnotherAgent(t *testing.T) {
 	if len(got) != 1 || got[0].ID != id || got[0].Attempt != 2 {
 		t.Fatalf("survivor got %v; want job %s at attempt 2", got, id)
 	}
-	if acks := complete(t, s, "doomed", 0, dead...); acks[0]["ignored"] != true {
+	if acks := complete(t, s, "doomed", 0, dead...); !acks[0].Ignored {
 		t.Fatalf("the lapsed agent's late report was accepted: %v", acks)
 	}
 	complete(t, s, "survivor", 0, got...)
@@ -81,15 +82,14 @@ func TestCancelRunningJobStopsItAtRenew(t *testing.T) {
 	if job["state"] != "cancelled" {
 		t.Fatalf("cancelled job state = %v", job["state"])
 	}
-	renew := must(t, s, "POST", "/v1/agent/renew", map[string]any{"agent": "a"}, 200)
-	stop := renew["stop"].([]any)
-	if len(stop) != 1 || stop[0].(map[string]any)["id"] != first[0].ID {
+	renew := mustAs[jobtype.RenewAnswer](t, s, "POST", "/v1/agent/renew", map[string]any{"agent": "a"}, 200)
+	if stop := renew.Stop; len(stop) != 1 || stop[0].ID != first[0].ID {
 		t.Fatalf("renew = %v; want the cancelled job in stop", renew)
 	}
 	if next := lease(t, s, "a", nil, 1, 1); len(next) != 1 || next[0].ID != ids[1] {
 		t.Fatalf("the slot was not freed: next lease = %v", next)
 	}
-	if acks := complete(t, s, "a", 0, first...); acks[0]["ignored"] != true {
+	if acks := complete(t, s, "a", 0, first...); !acks[0].Ignored {
 		t.Fatalf("report of a cancelled job = %v; want ignored", acks)
 	}
 }
@@ -139,6 +139,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	if q := must(t, r, "GET", "/v1/queues/q", nil, 200); q["order"] != "strict" || q["priority"] != 3.0 {
 		t.Fatalf("queue after restart = %v", q)
 	}
+	// Raw JSON: the field names of the limits on the wire are checked too.
 	if l := must(t, r, "GET", "/v1/limits", nil, 200); toJSON(l["limits"]) != `[{"limit":4,"pattern":"net:*"}]` {
 		t.Fatalf("limits after restart = %v", l)
 	}
@@ -149,7 +150,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	if want := []string{ids[1], ids[2]}; !slices.Equal(idsOf(got), want) || got[0].Attempt != running[0].Attempt+1 {
 		t.Fatalf("after restart lease = %v; want %v with the running one at attempt %d", got, want, running[0].Attempt+1)
 	}
-	if acks := complete(t, r, "a", 0, running...); acks[0]["ignored"] != true {
+	if acks := complete(t, r, "a", 0, running...); !acks[0].Ignored {
 		t.Fatalf("the interrupted attempt's report = %v; want ignored", acks)
 	}
 	complete(t, r, "b", 0, got...)
@@ -198,21 +199,25 @@ func TestDefaultJobDowngradeReachesItsAgent(t *testing.T) {
 	s := jobsapitest.StartWith(t, jobsapitest.Options{Tiers: tiers})
 	queue(t, s, map[string]any{"name": "q"})
 	elastic := enqueue(t, s, map[string]any{"queue": "q", "tier": "default"})[0]
-	first := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 2, "max": 1}, 200)
-	if j := first["jobs"].([]any)[0].(map[string]any); j["id"] != elastic || j["timeoutMs"] != 600000.0 {
+	first := mustAs[jobtype.LeaseAnswer](t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 2, "max": 1}, 200)
+	if len(first.Jobs) == 0 {
+		t.Fatalf("lease = %+v; want the elastic job", first)
+	}
+	if j := first.Jobs[0]; j.ID != elastic || j.TimeoutMs != 600000 {
 		t.Fatalf("elastic job leased as %v; want it in the slow tier (600000 ms)", j)
 	}
 	slow := enqueue(t, s, map[string]any{"queue": "q", "tier": "slow"})[0]
 	if got := lease(t, s, "a", nil, 2, 1); len(got) != 1 || got[0].ID != slow {
 		t.Fatalf("the slow job did not start in the freed tier: %v", got)
 	}
+	// Raw JSON: the timeouts' exact wire form (names, no extra fields).
 	renew := must(t, s, "POST", "/v1/agent/renew", map[string]any{"agent": "a"}, 200)
 	want := `[{"attempt":1,"id":"` + elastic + `","timeoutMs":60000}]`
 	if got := toJSON(renew["timeouts"]); got != want {
 		t.Fatalf("renew timeouts = %s; want %s", got, want)
 	}
-	stats := must(t, s, "GET", "/v1/stats", nil, 200)
-	if c := stats["counters"].(map[string]any); c["downgrades"] != 1.0 {
+	stats := mustAs[jobtype.Stats](t, s, "GET", "/v1/stats", nil, 200)
+	if c := stats.Counters; c.Downgrades != 1 {
 		t.Fatalf("counters = %v; want one downgrade", c)
 	}
 }
@@ -245,10 +250,10 @@ func TestLeaseHoldingHandsBackLostJobs(t *testing.T) {
 	ids := enqueue(t, s, map[string]any{"queue": "q"}, map[string]any{"queue": "q"})
 	got := lease(t, s, "a", nil, 2, 2) // both answers "lost" but the first
 	kept := got[0]
-	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 2, "max": 1,
+	out := mustAs[jobtype.LeaseAnswer](t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 2, "max": 1,
 		"holding": []any{map[string]any{"id": kept.ID, "attempt": kept.Attempt}}}, 200)
-	again := out["jobs"].([]any)
-	if len(again) != 1 || again[0].(map[string]any)["id"] != ids[1] || again[0].(map[string]any)["attempt"] != 1.0 {
+	again := out.Jobs
+	if len(again) != 1 || again[0].ID != ids[1] || again[0].Attempt != 1 {
 		t.Fatalf("lease with holding = %v; want job %s again at attempt 1", again, ids[1])
 	}
 	if st := jobState(t, s, kept.ID); st != "running" {
@@ -308,18 +313,20 @@ func TestListFiltersAndPages(t *testing.T) {
 		inA = append(inA, enqueue(t, s, map[string]any{"queue": "a"})[0])
 		enqueue(t, s, map[string]any{"queue": "b", "payload": i})
 	}
-	out := must(t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "x", "slots": 1, "queues": []string{"a"}}, 200)
-	first := out["jobs"].([]any)[0].(map[string]any)
-	complete(t, s, "x", 0, leasedJob{ID: first["id"].(string), Attempt: 1}) // a's first job succeeds
+	out := mustAs[jobtype.LeaseAnswer](t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "x", "slots": 1, "queues": []string{"a"}}, 200)
+	if len(out.Jobs) == 0 {
+		t.Fatal("no job of queue a leased")
+	}
+	complete(t, s, "x", 0, leasedJob{ID: out.Jobs[0].ID, Attempt: 1}) // a's first job succeeds
 	var seen []string
 	next := ""
 	for page := 0; page < 5; page++ {
-		out := must(t, s, "GET", "/v1/jobs?queue=a&limit=2&after="+next, nil, 200)
-		for _, j := range out["jobs"].([]any) {
-			seen = append(seen, j.(map[string]any)["id"].(string))
+		out := mustAs[jobtype.JobPage](t, s, "GET", "/v1/jobs?queue=a&limit=2&after="+next, nil, 200)
+		for _, j := range out.Jobs {
+			seen = append(seen, j.ID)
 		}
-		n, ok := out["next"].(string)
-		if !ok {
+		n := out.Next
+		if n == "" { // absent on the last page
 			break
 		}
 		next = n
@@ -327,8 +334,8 @@ func TestListFiltersAndPages(t *testing.T) {
 	if !slices.Equal(seen, inA) {
 		t.Fatalf("paging queue a gave %v; want %v", seen, inA)
 	}
-	out = must(t, s, "GET", "/v1/jobs?state=succeeded", nil, 200)
-	if js := out["jobs"].([]any); len(js) != 1 || js[0].(map[string]any)["id"] != inA[0] {
+	succeeded := mustAs[jobtype.JobPage](t, s, "GET", "/v1/jobs?state=succeeded", nil, 200)
+	if js := succeeded.Jobs; len(js) != 1 || js[0].ID != inA[0] {
 		t.Fatalf("state=succeeded gave %v; want job %s", js, inA[0])
 	}
 	if status, _ := call(t, s, s.AdminToken, "GET", "/v1/jobs?state=lost", nil); status != 400 {

@@ -57,7 +57,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(len(st.Agents)))
 	n := st.Counters
-	for event, v := range map[string]int{"started": n.Started, "succeeded": n.Succeeded, "failed": n.Failed,
+	for event, v := range map[string]int64{"started": n.Started, "succeeded": n.Succeeded, "failed": n.Failed,
 		"retried": n.Retried, "cancelled": n.Cancelled, "downgraded": n.Downgrades, "lease_expired": n.LeaseExpiries} {
 		ch <- prometheus.MustNewConstMetric(c.total, prometheus.CounterValue, float64(v), event)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // shellAgent runs each job's payload as a shell command in dir.
@@ -35,7 +36,7 @@ func TestDiamondPassesFilesDownstream(t *testing.T) {
 	s := jobsapitest.Start(t)
 	dir := t.TempDir()
 	queue(t, s, map[string]any{"name": "etl"})
-	wf := must(t, s, "POST", "/v1/workflows", map[string]any{"name": "diamond", "jobs": []any{
+	wf := mustAs[jobtype.SubmittedWorkflow](t, s, "POST", "/v1/workflows", map[string]any{"name": "diamond", "jobs": []any{
 		map[string]any{"name": "d", "queue": "etl", "payload": `cat b.txt c.txt > d.txt`, "after": []string{"b", "c"}},
 		map[string]any{"name": "b", "queue": "etl", "payload": `read x < a.txt; echo $((x + 1)) > b.txt`},
 		map[string]any{"name": "c", "queue": "etl", "payload": `read x < a.txt; echo $((x * 10)) > c.txt`},
@@ -47,10 +48,10 @@ func TestDiamondPassesFilesDownstream(t *testing.T) {
 	stop := runAgents(t, s, 2, 2, shellAgent(dir))
 	defer stop()
 	waitFor(t, "the workflow", 30*time.Second, func() bool {
-		return must(t, s, "GET", "/v1/workflows/"+wf["id"].(string), nil, 200)["state"] != "running"
+		return mustAs[jobtype.Workflow](t, s, "GET", "/v1/workflows/"+wf.ID, nil, 200).State != "running"
 	})
-	got := must(t, s, "GET", "/v1/workflows/"+wf["id"].(string), nil, 200)
-	if got["state"] != "succeeded" {
+	got := mustAs[jobtype.Workflow](t, s, "GET", "/v1/workflows/"+wf.ID, nil, 200)
+	if got.State != "succeeded" {
 		t.Fatalf("workflow = %v; want succeeded", got)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "d.txt"))
@@ -66,25 +67,26 @@ func TestFailureCancelsDependants(t *testing.T) {
 	s := jobsapitest.Start(t)
 	dir := t.TempDir()
 	queue(t, s, map[string]any{"name": "etl", "retry": map[string]any{"maxAttempts": 2}})
-	wf := must(t, s, "POST", "/v1/workflows", map[string]any{"jobs": []any{
+	wf := mustAs[jobtype.SubmittedWorkflow](t, s, "POST", "/v1/workflows", map[string]any{"jobs": []any{
 		map[string]any{"name": "extract", "queue": "etl", "payload": `echo broken >&2; exit 3`},
 		map[string]any{"name": "load", "queue": "etl", "payload": `touch load.txt`, "after": []string{"extract"}},
 		map[string]any{"name": "report", "queue": "etl", "payload": `touch report.txt`, "after": []string{"load"}},
 		map[string]any{"name": "cleanup", "queue": "etl", "payload": `touch cleanup.txt`, "after": []string{"extract"}, "runAfterFailure": true},
 	}}, 201)
-	ids := wf["jobs"].(map[string]any)
+	ids := wf.Jobs
 	stop := runAgents(t, s, 1, 1, shellAgent(dir))
 	defer stop()
 	waitFor(t, "the workflow", 30*time.Second, func() bool {
-		return must(t, s, "GET", "/v1/workflows/"+wf["id"].(string), nil, 200)["state"] != "running"
+		return mustAs[jobtype.Workflow](t, s, "GET", "/v1/workflows/"+wf.ID, nil, 200).State != "running"
 	})
-	want := map[string]string{"extract": "failed", "load": "cancelled", "report": "cancelled", "cleanup": "succeeded"}
+	want := map[string]jobtype.State{"extract": jobtype.StateFailed, "load": jobtype.StateCancelled,
+		"report": jobtype.StateCancelled, "cleanup": jobtype.StateSucceeded}
 	for name, state := range want {
-		job := must(t, s, "GET", "/v1/jobs/"+ids[name].(string), nil, 200)
-		if job["state"] != state {
-			t.Errorf("%s: state %v; want %s", name, job["state"], state)
+		job := mustAs[jobtype.Job](t, s, "GET", "/v1/jobs/"+ids[name], nil, 200)
+		if job.State != state {
+			t.Errorf("%s: state %v; want %s", name, job.State, state)
 		}
-		if name == "extract" && (job["attempt"] != 2.0 || !strings.Contains(job["output"].(string), "broken")) {
+		if name == "extract" && (job.Attempt != 2 || !strings.Contains(job.Output, "broken")) {
 			t.Errorf("extract = %v; want 2 attempts and its output kept", job)
 		}
 	}

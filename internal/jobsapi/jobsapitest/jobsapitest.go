@@ -5,6 +5,7 @@ package jobsapitest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -53,23 +54,48 @@ func StartWith(t testing.TB, o Options) *Server {
 // file holds state).
 func StartAt(t testing.TB, path string, o Options) *Server {
 	t.Helper()
+	s, stop, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// Open runs a server on the SQLite file at path, for callers without a
+// testing.TB (runnable examples); stop ends the server and closes the
+// file.
+func Open(path string, o Options) (s *Server, stop func() error, err error) {
 	ctx := context.Background()
 	db, err := sqlitedb.Open(ctx, path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	t.Cleanup(func() { db.Close() }) // after the server's cleanup below
 	store, err := sqlitejobs.Open(ctx, db, o.Logger)
 	if err != nil {
-		t.Fatal(err)
+		db.Close()
+		return nil, nil, fmt.Errorf("opening the jobs store: %w", err)
 	}
 	toks, err := tokens.Open(ctx, db)
 	if err != nil {
-		t.Fatal(err)
+		store.Close()
+		db.Close()
+		return nil, nil, fmt.Errorf("opening the token store: %w", err)
 	}
-	s := StartOn(t, store, toks, o)
+	s, stopServer, err := serve(store, toks, o)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
 	s.DataPath = path
-	return s
+	return s, func() error {
+		stopServer()
+		return db.Close()
+	}, nil
 }
 
 // StartOn runs a server on any store (a restart when it holds state) with
@@ -77,24 +103,37 @@ func StartAt(t testing.TB, path string, o Options) *Server {
 // server and closes the store.
 func StartOn(t testing.TB, store jobs.Store, toks *tokens.Store, o Options) *Server {
 	t.Helper()
+	s, stop, err := serve(store, toks, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// serve runs the engine on store and the API in front of it; stop ends
+// both and closes the store (which serve also closes when it fails).
+func serve(store jobs.Store, toks *tokens.Store, o Options) (s *Server, stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: o.Tiers, LeaseTTL: o.LeaseTTL, Logger: o.Logger})
 	if err != nil {
 		cancel()
-		t.Fatal(err)
+		store.Close()
+		return nil, nil, fmt.Errorf("starting the engine: %w", err)
 	}
 	const admin = "usher_test-admin-token-0123456789"
 	if _, err := toks.Add(ctx, admin, "test admin", tokens.Admin); err != nil {
 		cancel()
-		t.Fatal(err)
+		store.Close()
+		return nil, nil, fmt.Errorf("adding the admin token: %w", err)
 	}
 	go engine.Run(ctx)
 	hs := httptest.NewServer(jobsapi.Handler(jobsapi.Config{Engine: engine, Tokens: toks, Logger: o.Logger}))
-	t.Cleanup(func() {
+	stop = func() {
 		hs.CloseClientConnections()
 		hs.Close()
 		cancel()
 		store.Close()
-	})
-	return &Server{URL: hs.URL, AdminToken: admin, Engine: engine, Tokens: toks}
+	}
+	return &Server{URL: hs.URL, AdminToken: admin, Engine: engine, Tokens: toks}, stop, nil
 }

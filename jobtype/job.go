@@ -1,0 +1,87 @@
+package jobtype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a job is, as users see it.
+type State string
+
+// Job states. The first four are unfinished; the last three are final.
+const (
+	StateWaiting   State = "waiting"   // for its dependencies
+	StateDelayed   State = "delayed"   // waiting to retry
+	StateQueued    State = "queued"    // ready, or held back by a key, group or tier
+	StateRunning   State = "running"   // leased to an agent
+	StateSucceeded State = "succeeded" // final
+	StateFailed    State = "failed"    // final: past its retries
+	StateCancelled State = "cancelled" // final
+)
+
+// Final says whether the state is one a job never leaves by itself.
+func (s State) Final() bool {
+	return s == StateSucceeded || s == StateFailed || s == StateCancelled
+}
+
+// JobSpec is a job to submit. Only Queue is required; Payload is any JSON
+// value (e.g. json.RawMessage(`"10.1.2.3"`)), handed to the agent as given.
+// The server stores a job's spec in this form.
+type JobSpec struct {
+	Queue   string          `json:"queue"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Tier names a duration tier, or "default" for an elastic job.
+	Tier string `json:"tier,omitempty"`
+	// TimeoutMs is the job's time limit; alone it picks the fastest tier
+	// that fits it.
+	TimeoutMs int64    `json:"timeoutMs,omitempty"`
+	Priority  int      `json:"priority,omitempty"`
+	Keys      []string `json:"keys,omitempty"`
+	Group     string   `json:"group,omitempty"`
+	// Mode is "read" or "write" within Group.
+	Mode            string       `json:"mode,omitempty"`
+	After           []string     `json:"after,omitempty"`
+	RunAfterFailure bool         `json:"runAfterFailure,omitempty"`
+	Retry           *RetryPolicy `json:"retry,omitempty"`
+}
+
+// Job is a job as the server returns it: its spec (whose empty fields the
+// server leaves out) and its progress. StartedAt and FinishedAt are nil
+// (absent on the wire) until reached; ExitCode is nil until an attempt
+// reported one.
+type Job struct {
+	ID string `json:"id"`
+	JobSpec
+	Workflow    string     `json:"workflow,omitempty"`
+	State       State      `json:"state"`
+	Attempt     int        `json:"attempt"`
+	MaxAttempts int        `json:"maxAttempts"`
+	Agent       string     `json:"agent,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	StartedAt   *time.Time `json:"startedAt,omitempty"`
+	FinishedAt  *time.Time `json:"finishedAt,omitempty"`
+	ExitCode    *int       `json:"exitCode,omitempty"`
+	Output      string     `json:"output,omitempty"`
+	Error       string     `json:"error,omitempty"`
+}
+
+// Finished reports whether the job is in a final state.
+func (j Job) Finished() bool { return j.State.Final() }
+
+// EnqueueRequest is the body of POST /v1/jobs: jobs submitted all or none.
+type EnqueueRequest struct {
+	Jobs []JobSpec `json:"jobs"`
+}
+
+// EnqueueAnswer is the answer of POST /v1/jobs and of POST
+// /v1/queues/{name}/targets: the new jobs' ids in the given order.
+type EnqueueAnswer struct {
+	IDs []string `json:"ids"`
+}
+
+// JobPage is one page of a job listing (GET /v1/jobs); Next, the after
+// of the following page, is absent on the last page.
+type JobPage struct {
+	Jobs []Job  `json:"jobs"`
+	Next string `json:"next,omitempty"`
+}

@@ -1,0 +1,74 @@
+package jobtype
+
+// RetryPolicy is how often a job is tried and how long it waits between
+// tries: at most MaxAttempts runs (0 and 1 mean one), the wait before
+// attempt n+1 being BackoffMs·2^(n-1), at most MaxBackoffMs. The server
+// sends every field, zeros too, and stores the policy in this form.
+type RetryPolicy struct {
+	MaxAttempts  int   `json:"maxAttempts"`
+	BackoffMs    int64 `json:"backoffMs"`
+	MaxBackoffMs int64 `json:"maxBackoffMs"`
+}
+
+// Queue is a queue's configuration, as the server returns it. Retry is
+// always sent (zero: one attempt per job).
+type Queue struct {
+	Name     string   `json:"name"`
+	Priority int      `json:"priority"`
+	Requires []string `json:"requires"`
+	// Order is "fifo", "strict" or "random".
+	Order  string      `json:"order"`
+	Batch  int         `json:"batch"`
+	Active bool        `json:"active"`
+	Retry  RetryPolicy `json:"retry"`
+}
+
+// QueueSpec is a queue to create (the body of POST /v1/queues). Zero
+// fields take the server's defaults: priority 0, no required capabilities,
+// order fifo, no batch cap, active, one attempt per job. Set Active to
+// new(false) to create a paused queue.
+type QueueSpec struct {
+	Name     string       `json:"name"`
+	Priority int          `json:"priority,omitempty"`
+	Requires []string     `json:"requires,omitempty"`
+	Order    string       `json:"order,omitempty"`
+	Batch    int          `json:"batch,omitempty"`
+	Active   *bool        `json:"active,omitempty"`
+	Retry    *RetryPolicy `json:"retry,omitempty"`
+}
+
+// QueueUpdate names the fields of a queue to change (the body of PATCH
+// /v1/queues/{name}); nil fields stay as they are.
+type QueueUpdate struct {
+	Priority *int         `json:"priority,omitempty"`
+	Requires *[]string    `json:"requires,omitempty"`
+	Order    *string      `json:"order,omitempty"`
+	Batch    *int         `json:"batch,omitempty"`
+	Active   *bool        `json:"active,omitempty"`
+	Retry    *RetryPolicy `json:"retry,omitempty"`
+}
+
+// QueueList is the answer of GET /v1/queues: every queue, sorted by name.
+type QueueList struct {
+	Queues []Queue `json:"queues"`
+}
+
+// FlushAnswer is the answer of POST /v1/queues/{name}/flush: how many
+// queued jobs were cancelled.
+type FlushAnswer struct {
+	Cancelled int `json:"cancelled"`
+}
+
+// KeyLimit caps the running jobs that hold a key; a Pattern ending in "*"
+// sets the limit of every key with that prefix. It is both the body and
+// the answer of PUT /v1/limits; limit 0 removes it.
+type KeyLimit struct {
+	Pattern string `json:"pattern"`
+	Limit   int    `json:"limit"`
+}
+
+// KeyLimitList is the answer of GET /v1/limits: every key limit, sorted
+// by pattern.
+type KeyLimitList struct {
+	Limits []KeyLimit `json:"limits"`
+}
