@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Dashboard is what /api/dashboard streams: the Asymptote queue's state
@@ -22,7 +22,7 @@ import (
 // (and Leader when it knows who leads) when it has no document to show.
 type Dashboard struct {
 	State
-	Jobs jobs.Stats `json:"jobs"`
+	Jobs jobtype.Stats `json:"jobs"`
 	// Leader is the scheduler whose state this is (multi-node mode).
 	Leader *Leader `json:"leader,omitempty"`
 	// NoData says why a queue server has no leader's state to show

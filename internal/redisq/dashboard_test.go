@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/dashboard"
-	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // sampleDashboard is a leader's document with something in every table.
@@ -24,7 +24,7 @@ func sampleDashboard() dashboard.Dashboard {
 			Backends: []dashboard.Backend{{ID: "2", State: "busy"}},
 			Events:   []dashboard.Event{{Time: at, Kind: "downgrade", Task: "5", Detail: "slow → fast"}},
 		},
-		Jobs:   jobs.Stats{Queues: []jobs.QueueStats{{Name: "scan", Queued: 3}}},
+		Jobs:   jobtype.Stats{Queues: []jobtype.QueueStats{{Name: "scan", Queued: 3}}},
 		Leader: &dashboard.Leader{Node: "sched-a", Token: "4:sched-a"},
 	}
 }

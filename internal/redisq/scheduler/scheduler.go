@@ -16,9 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/internal/asyqueue"
-	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // invalidText is the denial of a task whose options the scheduler cannot
@@ -59,7 +59,7 @@ type Config struct {
 	// JobsStats, when set, gives the generic jobs' state for the dashboard:
 	// that of the engine the leader runs this term (jobsrole.Role.Stats);
 	// false while there is none.
-	JobsStats func() (jobs.Stats, bool)
+	JobsStats func() (jobtype.Stats, bool)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// WhileLeading, when set, runs on a goroutine of its own for as long as
