@@ -8,8 +8,8 @@
 // At the end every job must have succeeded exactly once as far as the
 // server is concerned, and the executions the server accepted must have
 // kept the dependency order, the key limits, the groups and the
-// read/write rule (docs/design.md, "Exclusive read/write groups and strict
-// order", "Workflows" and "Leases and retries").
+// read/write rule (docs/design.md, "Workflows",
+// "Exclusive read/write groups and strict order" and "Leases and retries").
 //
 // TestCrashRecoveryMultiNode runs the same workload on multi-node mode:
 // a real redis-server, two `usher scheduler` processes (the leader serves
