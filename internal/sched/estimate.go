@@ -285,21 +285,21 @@ func (s *Scheduler) queuedInOrder(q *queue, max int) []*job {
 		all = slices.Clone(q.strict)
 	} else {
 		for _, b := range q.buckets {
-			for slot := b.head; slot != noSlot; slot = s.jobs.at(slot).next {
-				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
+			for slot := b.head; slot != noSlot; slot = s.jobs.At(slot).next {
+				all = append(all, jobEntry{s.jobs.At(slot).key, slot})
 			}
 			if q.spec.Order != OrderRandom {
 				continue
 			}
 			for _, slot := range *s.jobSet(b) {
-				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
+				all = append(all, jobEntry{s.jobs.At(slot).key, slot})
 			}
 		}
 	}
 	slices.SortFunc(all, func(a, b jobEntry) int { return cmp.Compare(a.key, b.key) })
 	out := make([]*job, 0, min(len(all), max))
 	for _, e := range all[:min(len(all), max)] {
-		out = append(out, s.jobs.at(e.slot))
+		out = append(out, s.jobs.At(e.slot))
 	}
 	return out
 }

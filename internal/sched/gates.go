@@ -53,23 +53,6 @@ type gateCounts struct {
 	g       *gate
 }
 
-// gateTable holds the counters of every gate in a chunkTable.
-type gateTable struct {
-	chunkTable[gateCounts]
-}
-
-func (t *gateTable) add(g *gate) {
-	n, c := t.newRecord()
-	*c = gateCounts{num: n, g: g, mode: g.kind == gateMode, limit: unlimited}
-	g.gateCounts = c
-}
-
-func (t *gateTable) drop(g *gate) {
-	n := g.num
-	*g.gateCounts = gateCounts{num: n}
-	t.freeRecord(n)
-}
-
 func (s *Scheduler) newGate(name string, kind gateKind, limit int) *gate {
 	g := &gate{name: name, kind: kind}
 	s.gcs.add(g)
@@ -107,7 +90,7 @@ func (s *Scheduler) groupGate(name string) *gate {
 func (s *Scheduler) hold(b *bucket) {
 	if b.flags&manyGates == 0 {
 		if b.gate0 != 0 {
-			s.holdGate(s.gcs.at(b.gate0 - 1))
+			s.holdGate(s.gcs.At(b.gate0 - 1))
 		}
 		return
 	}
@@ -130,7 +113,7 @@ func (s *Scheduler) holdGate(c *gateCounts) {
 func (s *Scheduler) unhold(b *bucket) {
 	if b.flags&manyGates == 0 {
 		if b.gate0 != 0 {
-			s.unholdGate(s.gcs.at(b.gate0 - 1))
+			s.unholdGate(s.gcs.At(b.gate0 - 1))
 		}
 		return
 	}

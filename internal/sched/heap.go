@@ -33,11 +33,11 @@ func (h jobHeap) top() uint32 { return h[0].slot }
 // remove takes out the element at index i and returns its job.
 func (h *jobHeap) remove(t *jobTable, i int) *job {
 	old := *h
-	j := t.at(old[i].slot)
+	j := t.At(old[i].slot)
 	n := len(old) - 1
 	if i != n {
 		old[i] = old[n]
-		t.at(old[i].slot).pos = int32(i)
+		t.At(old[i].slot).pos = int32(i)
 	}
 	*h = old[:n]
 	j.pos = -1
@@ -55,11 +55,11 @@ func (h jobHeap) up(t *jobTable, i int) {
 			break
 		}
 		h[i] = h[p]
-		t.at(h[i].slot).pos = int32(i)
+		t.At(h[i].slot).pos = int32(i)
 		i = p
 	}
 	h[i] = e
-	t.at(e.slot).pos = int32(i)
+	t.At(e.slot).pos = int32(i)
 }
 
 func (h jobHeap) down(t *jobTable, i0 int) bool {
@@ -80,11 +80,11 @@ func (h jobHeap) down(t *jobTable, i0 int) bool {
 			break
 		}
 		h[i] = h[c]
-		t.at(h[i].slot).pos = int32(i)
+		t.At(h[i].slot).pos = int32(i)
 		i = c
 	}
 	h[i] = e
-	t.at(e.slot).pos = int32(i)
+	t.At(e.slot).pos = int32(i)
 	return i > i0
 }
 
@@ -103,7 +103,7 @@ func (s *slotSet) swapRemove(t *jobTable, j *job) {
 	i, n := int(j.pos), len(old)-1
 	if i != n {
 		old[i] = old[n]
-		t.at(old[i]).pos = int32(i)
+		t.At(old[i]).pos = int32(i)
 	}
 	*s = old[:n]
 	j.pos = -1
@@ -136,7 +136,7 @@ func (s *bucketSet) remove(t *bucketTable, b *bucket) {
 	b.set = old[i].jobs
 	if i != n {
 		old[i] = old[n]
-		t.at(old[i].b).pos = int32(i)
+		t.At(old[i].b).pos = int32(i)
 	}
 	old[n] = setEntry{}
 	*s = old[:n]

@@ -36,8 +36,8 @@ func (s *Scheduler) prefetchHead(q *queue) {
 // prefetchFIFOHead fetches the first job of a FIFO queue and its bucket.
 func (s *Scheduler) prefetchFIFOHead(q *queue) {
 	if best := q.firstInOrder(len(q.tree)); best.key != noKey {
-		prefetchRecord(s.jobs.at(best.first))
-		prefetchRecord(s.bkts.at(best.b))
+		prefetchRecord(s.jobs.At(best.first))
+		prefetchRecord(s.bkts.At(best.b))
 	}
 }
 
@@ -55,13 +55,13 @@ func (s *Scheduler) prefetchRandomPicks(q *queue) {
 	if e, i := q.drawnSlot(total, d[2], d[3]); e != nil {
 		prefetchRecord(&e.jobs[i])
 		prefetchRecord(&e.jobs[len(e.jobs)-1])
-		prefetchRecord(s.bkts.at(e.b))
+		prefetchRecord(s.bkts.At(e.b))
 	}
 	if e, i := q.drawnSlot(total, d[0], d[1]); e != nil {
-		prefetchRecord(s.jobs.at(e.jobs[i]))
-		prefetchRecord(s.jobs.at(e.jobs[len(e.jobs)-1]))
-		if b := s.bkts.at(e.b); b.gate0 != 0 {
-			prefetchRecord(s.gcs.at(b.gate0 - 1))
+		prefetchRecord(s.jobs.At(e.jobs[i]))
+		prefetchRecord(s.jobs.At(e.jobs[len(e.jobs)-1]))
+		if b := s.bkts.At(e.b); b.gate0 != 0 {
+			prefetchRecord(s.gcs.At(b.gate0 - 1))
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (s *Scheduler) DefineQueue(spec QueueSpec) error {
 		}
 		q.resetReady(len(s.tiers))
 		s.queues[spec.Name] = q
-		s.queueNames.clear()
+		s.queueNames.Clear()
 	} else {
 		reorder := q.spec.Order != spec.Order
 		q.spec = spec
@@ -102,19 +102,19 @@ func (s *Scheduler) RemoveQueue(name string) error {
 		}
 	}
 	delete(s.queues, name)
-	s.queueNames.clear()
+	s.queueNames.Clear()
 	s.sortQueues()
 	return nil
 }
 
 // queue returns the queue with this name, or nil.
 func (s *Scheduler) queue(name string) *queue {
-	if q := s.queueNames.get(name); q != nil {
+	if q := s.queueNames.Get(name); q != nil {
 		return q
 	}
 	q := s.queues[name]
 	if q != nil {
-		s.queueNames.put(name, q)
+		s.queueNames.Put(name, q)
 	}
 	return q
 }
@@ -283,7 +283,7 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 		if len(q.strict) == 0 {
 			return nil, nil
 		}
-		j := s.jobs.at(q.strict.top())
+		j := s.jobs.At(q.strict.top())
 		if b := j.bucket; b.closed == 0 && int(b.tier) < below {
 			return j, b
 		}
@@ -295,7 +295,7 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	if best.key == noKey {
 		return nil, nil
 	}
-	return s.jobs.at(best.first), s.bkts.at(best.b)
+	return s.jobs.At(best.first), s.bkts.At(best.b)
 }
 
 // firstInOrder returns the ready-index entry of a FIFO queue's first
@@ -337,7 +337,7 @@ func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	q.draws[len(d)-2], q.draws[len(d)-1] = s.rng.Uint64(), s.rng.Uint64()
 	e := q.randomEntry(below, s.bounded(d[0], total))
 	set := e.jobs
-	return s.jobs.at(set[s.bounded(d[1], len(set))]), s.bkts.at(e.b)
+	return s.jobs.At(set[s.bounded(d[1], len(set))]), s.bkts.At(e.b)
 }
 
 // randomEntry returns the r-th visible bucket of the tiers below limit.
