@@ -3,6 +3,8 @@ package sched
 import (
 	"errors"
 	"fmt"
+
+	"github.com/usherhq/usher/internal/sched/internal/wintree"
 )
 
 // CheckInvariants recounts the whole state from the jobs and compares it
@@ -346,9 +348,8 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	} else if q := b.queue; b.pos >= 0 {
 		var stale bool
 		if q.spec.Order == OrderFIFO {
-			t := &q.tree[b.tier]
-			e := t.w[t.k+int(b.pos)]
-			stale = e.b != b.num || e.key != b.headKey || e.first != b.head
+			e := q.tree[b.tier].Leaf(b.pos)
+			stale = e.Num != b.num || e.Key != b.headKey || e.First != b.head
 		} else {
 			stale = q.sets[b.tier][b.pos].b != b.num
 		}
@@ -473,23 +474,14 @@ func (c *checker) readyIndex(name string, q *queue) {
 	}
 	for tier := range q.tree {
 		t := &q.tree[tier]
-		free := map[int32]bool{}
-		for _, l := range t.free {
-			free[l] = true
+		if err := t.Check(); err != nil {
+			c.fail("queue %q tier %d: %v", name, tier, err)
 		}
-		for l := range t.k {
-			e := t.w[t.k+l]
-			if free[int32(l)] != (e.key == noKey) {
-				c.fail("queue %q tier %d: leaf %d free %v, key %d", name, tier, l, free[int32(l)], e.key)
-			} else if b := c.s.bkts.At(e.b); e.key != noKey && (b.queue != q || int(b.tier) != tier || int(b.pos) != l || !b.visible()) {
-				c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
-			}
-		}
-		for i, first := range t.internal {
-			kids := t.w[first : first+4]
-			least := min(kids[0].key, kids[1].key, kids[2].key, kids[3].key)
-			if t.w[i].key != least {
-				c.fail("queue %q tier %d: tree node %d holds %d, its children at least %d", name, tier, i, t.w[i].key, least)
+		for l := range int32(t.Leaves()) {
+			if e := t.Leaf(l); e.Key != wintree.NoKey {
+				if b := c.s.bkts.At(e.Num); b.queue != q || int(b.tier) != tier || b.pos != l || !b.visible() {
+					c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
+				}
 			}
 		}
 	}
@@ -527,7 +519,7 @@ func (s *Scheduler) Idle() error {
 			errs = append(errs, fmt.Errorf("queue %q counts jobs", name))
 		}
 		for t := range q.tree {
-			if q.tree[t].len() != 0 {
+			if q.tree[t].Len() != 0 {
 				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/usherhq/usher/internal/sched/internal/wintree"
 )
 
 // queue holds a queue's ready jobs. FIFO and random queues keep, per tier, the
@@ -13,9 +15,9 @@ import (
 // ready jobs, since only its head may start.
 type queue struct {
 	spec    QueueSpec
-	num     uint32       // tells queues apart in bucket identities
-	tree    []winnerTree // FIFO: per tier
-	sets    []bucketSet  // random: per tier
+	num     uint32         // tells queues apart in bucket identities
+	tree    []wintree.Tree // FIFO: per tier
+	sets    []bucketSet    // random: per tier
 	strict  jobHeap
 	buckets []*bucket              // every bucket of the queue, idle ones included
 	draws   [2 * drawsAhead]uint64 // random: the next picks' draws (see randomHead)
@@ -146,7 +148,7 @@ func (q *queue) resetReady(tiers int) {
 	q.tree, q.sets, q.strict = nil, nil, nil
 	switch q.spec.Order {
 	case OrderFIFO:
-		q.tree = make([]winnerTree, tiers)
+		q.tree = make([]wintree.Tree, tiers)
 	case OrderRandom:
 		q.sets = make([]bucketSet, tiers)
 	}
@@ -203,7 +205,7 @@ func (s *Scheduler) enqueue(j *job) {
 	}
 	s.listPush(b, j)
 	if b.closed == 0 && b.pos < 0 {
-		q.tree[b.tier].add(b, b.headKey, b.head)
+		b.pos = q.tree[b.tier].Add(b.num, b.headKey, b.head)
 	}
 }
 
@@ -232,9 +234,10 @@ func (s *Scheduler) dequeueFrom(j *job, b *bucket) {
 		return
 	}
 	if b.queued == 0 {
-		q.tree[b.tier].remove(b)
+		q.tree[b.tier].Remove(b.pos)
+		b.pos = -1
 	} else if wasFirst {
-		q.tree[b.tier].update(b, b.headKey, b.head)
+		q.tree[b.tier].Update(b.pos, b.headKey, b.head)
 	}
 }
 
@@ -253,7 +256,8 @@ func (s *Scheduler) hide(b *bucket) {
 		return
 	}
 	if q := b.queue; q.spec.Order == OrderFIFO {
-		q.tree[b.tier].remove(b)
+		q.tree[b.tier].Remove(b.pos)
+		b.pos = -1
 	} else {
 		q.sets[b.tier].remove(&s.bkts, b)
 	}
@@ -265,7 +269,7 @@ func (s *Scheduler) show(b *bucket) {
 		return
 	}
 	if q := b.queue; q.spec.Order == OrderFIFO {
-		q.tree[b.tier].add(b, b.headKey, b.head)
+		b.pos = q.tree[b.tier].Add(b.num, b.headKey, b.head)
 	} else {
 		q.sets[b.tier].add(b)
 	}
@@ -292,19 +296,19 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 		return s.randomHead(q, below)
 	}
 	best := q.firstInOrder(below)
-	if best.key == noKey {
+	if best.Key == wintree.NoKey {
 		return nil, nil
 	}
-	return s.jobs.At(best.first), s.bkts.At(best.b)
+	return s.jobs.At(best.First), s.bkts.At(best.Num)
 }
 
 // firstInOrder returns the ready-index entry of a FIFO queue's first
-// visible bucket among tiers below limit; its key is noKey when there is
+// visible bucket among tiers below limit; its key is wintree.NoKey when there is
 // none.
-func (q *queue) firstInOrder(below int) treeEntry {
-	best := treeEntry{key: noKey}
+func (q *queue) firstInOrder(below int) wintree.Entry {
+	best := wintree.Entry{Key: wintree.NoKey}
 	for t := 0; t < below; t++ {
-		if e, ok := q.tree[t].top(); ok && e.key < best.key {
+		if e, ok := q.tree[t].Top(); ok && e.Key < best.Key {
 			best = e
 		}
 	}
