@@ -198,15 +198,12 @@ func newRunHints() runHints { return runHints{table.NewAddrHints()} }
 
 // get returns the running job whose id is this very string, or nil.
 func (r *runHints) get(t *jobTable, id string) *job {
-	slot := r.Get(id)
-	if slot >= t.Used() {
-		return nil
+	if slot := r.Get(id); slot < t.Used() {
+		if j := t.At(slot); j.state == stateRunning && len(j.id) == len(id) && unsafe.StringData(j.id) == unsafe.StringData(id) {
+			return j
+		}
 	}
-	j := t.At(slot)
-	if j.state != stateRunning || len(j.id) != len(id) || unsafe.StringData(j.id) != unsafe.StringData(id) {
-		return nil
-	}
-	return j
+	return nil
 }
 
 // add notes a job that starts; running counts the running jobs.
