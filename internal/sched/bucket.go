@@ -19,7 +19,9 @@ import (
 //     the new first. Jobs arrive in key order: priority is part of a FIFO
 //     bucket's identity, ready sequence numbers only grow, and re-filing a
 //     queue enqueues its jobs sorted.
-//   - random: a set of slots, for a random pick (seed 004's second randint).
+//   - random: a set of slots, for the random pick of a job within the
+//     bucket (the second draw of a random pick).
+//     (docs/design.md, "Per-key limits, priorities and random picks")
 //   - strict: nothing; the queue keeps one heap of all its jobs.
 //
 // Buckets are 128-byte records in a bucketTable, named by 32-bit numbers
@@ -251,9 +253,9 @@ func (s *Scheduler) countLive(b *bucket, d int32) {
 
 // releaseBucket drops a job's reference. A bucket left without jobs stays
 // for reuse until a sweep, which runs once there are more than
-// maxIdleBuckets idle buckets and more idle than live ones (seed 004: delete
-// zero entries once in a while), so that a key that empties and fills again
-// costs no allocation.
+// maxIdleBuckets idle buckets and more idle than live ones (the per-key
+// counts drop their zero entries once in a while), so that a key that
+// empties and fills again costs no allocation.
 func (s *Scheduler) releaseBucket(b *bucket) {
 	b.refs--
 	if b.refs > 0 {

@@ -8,15 +8,15 @@ import (
 	"time"
 )
 
-// Queue-wait estimates (seed 000). A job's estimate depends only on the jobs
-// ahead of it: the jobs of higher-priority queues and the earlier jobs of its
-// own queue. The model runs seed 000's rules forward (see forecast): from
-// now, at each modelled end, the cycle starts the first queued job that has
-// room in every tier limit it counts toward, again and again. Later jobs
-// thus fill the slots a blocked slow or medium head cannot use, as the
-// cycle's "ignored for the rest of the cycle" lets them, and a blocked head
-// waits for an end in its own tier or a slower one, which frees a slot in
-// every faster limit too: a job behind never delays a job ahead.
+// Queue-wait estimates (docs/design.md, "Queue-wait estimates"). A job's
+// estimate depends only on the jobs ahead of it: the jobs of higher-priority
+// queues and the earlier jobs of its own queue. The model runs the tier rules
+// forward (see forecast): from now, at each modelled end, the cycle starts the
+// first queued job that has room in every tier limit it counts toward, again
+// and again. Later jobs thus fill the slots a blocked slow or medium head
+// cannot use, as the cycle's "ignored for the rest of the cycle" lets them, and
+// a blocked head waits for an end in its own tier or a slower one, which frees
+// a slot in every faster limit too: a job behind never delays a job ahead.
 //
 // Default tasks are modelled as fast tasks, queued and running: whenever a
 // job waits, the cycle downgrades running default tasks to fast (and stops

@@ -7,13 +7,15 @@ import (
 	"strings"
 )
 
-// Gates carry the rules that depend on what runs elsewhere (seed 004's
-// per-key limits, seed 002's groups and read/write exclusion). A gate is
+// Gates carry the rules that depend on what runs elsewhere: per-key limits
+// (docs/design.md, "Per-key limits, priorities and random picks")
+// and groups and read/write exclusion
+// (docs/design.md, "Exclusive read/write groups and strict order"). A gate is
 // closed while one more holder would break its rule. Queued jobs with the
 // same queue, keys, group and mode (and tier, and in FIFO queues priority:
 // see bucket.go) share a bucket; a bucket is visible to its queue only while
 // all its gates are open, so finding the next job never looks at blocked
-// jobs (seed 004's ready index). Opening or closing a gate touches the
+// jobs (the ready index). Opening or closing a gate touches the
 // buckets that hold it, never the jobs.
 
 const unlimited = math.MaxInt

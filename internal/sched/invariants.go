@@ -8,7 +8,7 @@ import (
 )
 
 // CheckInvariants recounts the whole state from the jobs and compares it
-// with every counter and index the core keeps (DESIGN §3.3): limits never
+// with every counter and index the core keeps. The invariants: limits never
 // exceeded (every tier, key, group and worker; a limit lowered under load
 // only forbids new starts), no read with a write, every job in exactly one
 // state and one place, counters equal to their recount, and the ready index

@@ -27,8 +27,10 @@ type queue struct {
 
 func (q *queue) strictOrder() bool { return q.spec.Order == OrderStrict }
 
-// orderPrio is the priority that orders j in q: a strict queue starts jobs
-// in request order (seed 002), so it ignores job priorities.
+// orderPrio is the priority that orders j in q: a strict queue starts jobs in
+// request order
+// (docs/design.md, "Exclusive read/write groups and strict order"), so it
+// ignores job priorities.
 func (q *queue) orderPrio(j *job) int16 {
 	if q.strictOrder() {
 		return 0
@@ -302,9 +304,8 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	return s.jobs.At(best.First), s.bkts.At(best.Num)
 }
 
-// firstInOrder returns the ready-index entry of a FIFO queue's first
-// visible bucket among tiers below limit; its key is wintree.NoKey when there is
-// none.
+// firstInOrder returns the ready-index entry of a FIFO queue's first visible
+// bucket among tiers below limit; its key is wintree.NoKey when there is none.
 func (q *queue) firstInOrder(below int) wintree.Entry {
 	best := wintree.Entry{Key: wintree.NoKey}
 	for t := 0; t < below; t++ {
@@ -326,11 +327,12 @@ func (q *queue) visibleBuckets(below int) int {
 }
 
 // randomHead picks a random visible bucket of the tiers below limit, then a
-// random job in it (seed 004's two randints). Its two draws were made
-// drawsAhead picks earlier, so that prefetchHead can fetch what they name
-// ahead of this pick. Nothing decides anything on them before the pick, so
-// the pick is as uniform over the buckets and jobs it finds as one drawn
-// now.
+// random job in it: two draws
+// (docs/design.md, "Per-key limits, priorities and random picks"). Its two
+// draws were made drawsAhead picks earlier, so that prefetchHead can fetch what
+// they name ahead of this pick. Nothing decides anything on them before the
+// pick, so the pick is as uniform over the buckets and jobs it finds as one
+// drawn now.
 func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	total := q.visibleBuckets(below)
 	if total == 0 {

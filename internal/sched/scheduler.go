@@ -40,7 +40,7 @@ type Scheduler struct {
 	gcs         gateTable // counters of every gate
 	groups      map[string]*gate
 	keyLimit    keyLimits
-	reads       *gate // mode gates (seed 002): closed while the other mode runs
+	reads       *gate // mode gates: closed while the other mode runs
 	writes      *gate
 
 	workers map[string]*worker

@@ -2,11 +2,11 @@ package sched
 
 import "fmt"
 
-// Seed 003: a job is ready when every upstream job has succeeded. When an
-// upstream job fails past its retries or is cancelled, its dependants are
-// cancelled, except those marked RunAfterFailure, which count it as
-// finished. A workflow is submitted whole or not at all, and a cycle is
-// refused.
+// Workflows (docs/design.md, "Workflows"): a job is ready when every upstream
+// job has succeeded. When an upstream job fails past its retries or is
+// cancelled, its dependants are cancelled, except those marked RunAfterFailure,
+// which count it as finished. A workflow is submitted whole or not at all, and
+// a cycle is refused.
 
 // Submit adds one job. Its dependencies must be jobs the scheduler knows
 // (not yet finished); a job whose dependencies finished earlier is submitted
