@@ -207,4 +207,7 @@ func (r *runHints) get(t *jobTable, id string) *job {
 }
 
 // add notes a job that starts; running counts the running jobs.
-func (r *runHints) add(j *job, running int) { r.Add(j.id, j.slot, running) }
+func (r *runHints) add(j *job, running int) {
+	r.Grow(running)
+	r.Set(j.id, j.slot)
+}

@@ -38,12 +38,14 @@ func (r *AddrHints) Get(s string) uint32 {
 	return r.slot[(p*0x9e3779b97f4a7c15)>>(r.shift&63)]
 }
 
-// Add hints number n for s; running counts the records that may be looked
-// up, for growing.
-func (r *AddrHints) Add(s string, n uint32, running int) {
+// Grow makes room for running records that may be looked up: 16 hints
+// for each. Hints made before it grows are lost, and lookups fall back.
+func (r *AddrHints) Grow(running int) {
 	if 16*running > len(r.slot) {
-		r.slot = make([]uint32, 2*len(r.slot)) // old hints are lost: lookups fall back
+		r.slot = make([]uint32, 2*len(r.slot))
 		r.shift--
 	}
-	*r.at(s) = n
 }
+
+// Set hints number n for s.
+func (r *AddrHints) Set(s string, n uint32) { *r.at(s) = n }
