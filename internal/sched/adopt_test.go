@@ -6,7 +6,7 @@ import (
 )
 
 // adoptCase adopts one job into a scheduler with a worker "w" of the given
-// slots, seed 000's tiers with medium limit 2 and slow limit 1, and some
+// slots, the three tiers with medium limit 2 and slow limit 1, and some
 // jobs already adopted before it.
 type adoptCase struct {
 	name        string
@@ -136,7 +136,7 @@ func TestAdoptedExcessForbidsNewStarts(t *testing.T) {
 
 // An adopted interactive task is halted when queued work needs its slot,
 // and an adopted default task is downgraded for a blocked slow head.
-func TestAdoptedTasksFollowSeed000(t *testing.T) {
+func TestAdoptedTasksFollowTheTierRules(t *testing.T) {
 	h := newHarness(t, threeTiers(1, 1), 1)
 	h.queue(QueueSpec{Name: "q"})
 	h.worker(WorkerSpec{ID: "w", Slots: 2, Push: true})

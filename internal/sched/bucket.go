@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"unsafe"
+
+	"github.com/usherhq/usher/internal/sched/internal/table"
 )
 
 // Queued jobs with the same queue, gates (keys, group, mode), tier and — in
@@ -17,7 +19,9 @@ import (
 //     the new first. Jobs arrive in key order: priority is part of a FIFO
 //     bucket's identity, ready sequence numbers only grow, and re-filing a
 //     queue enqueues its jobs sorted.
-//   - random: a set of slots, for a random pick (seed 004's second randint).
+//   - random: a set of slots, for the random pick of a job within the
+//     bucket (the second draw of a random pick).
+//     (docs/design.md, "Per-key limits, priorities and random picks")
 //   - strict: nothing; the queue keeps one heap of all its jobs.
 //
 // Buckets are 128-byte records in a bucketTable, named by 32-bit numbers
@@ -59,50 +63,51 @@ type gateRef struct {
 	pos int32
 }
 
-// bucketTable holds the buckets of every queue in a chunkTable and finds
+// bucketTable holds the buckets of every queue in a table.Chunks and finds
 // one by its identity.
 type bucketTable struct {
-	chunkTable[bucket]
-	find slotMap
+	table.Chunks[bucket]
+	find table.SlotMap
 	seed uint64
 }
 
 func newBucketTable() bucketTable {
-	t := bucketTable{seed: newSeed()}
-	t.find.init(minMapSlots)
+	t := bucketTable{seed: table.NewSeed()}
+	t.find.Init(table.MinSlotMap)
 	return t
 }
 
 // hash mixes a bucket's identity into 64 bits.
 func (t *bucketTable) hash(q *queue, sig string, tier int8, prio int16) uint64 {
-	return mum(strHash(sig, t.seed)^uint64(q.num)<<32^uint64(uint8(tier))<<16^uint64(uint16(prio)), 0x589965cc75374cc3)
+	return table.Mix(table.String(sig, t.seed)^uint64(q.num)<<32^uint64(uint8(tier))<<16^uint64(uint16(prio)), 0x589965cc75374cc3)
 }
 
 func (t *bucketTable) hashOf(n uint32) uint64 {
-	b := t.at(n)
+	b := t.At(n)
 	return t.hash(b.queue, b.sig, b.tier, b.prio)
 }
 
 // lookup returns the bucket with this identity, or nil.
 func (t *bucketTable) lookup(q *queue, sig string, tier int8, prio int16) *bucket {
 	h := t.hash(q, sig, tier, prio)
-	return t.lookupFrom(q, sig, tier, prio, h, t.find.home(h))
+	return t.lookupFrom(q, sig, tier, prio, h, t.find.Home(h))
 }
 
 // lookupFrom is lookup for an identity that hashes to h, whose home entry e
 // the caller loaded.
 func (t *bucketTable) lookupFrom(q *queue, sig string, tier int8, prio int16, h, e uint64) *bucket {
 	m := &t.find
-	tag := h >> tagShift
-	for i := h & m.mask; ; i = (i + 1) & m.mask {
-		if i != h&m.mask {
-			e = m.e[i]
+	tag := table.HashTag(h)
+	home := m.Start(h)
+	for i := home; ; i = m.Next(i) {
+		if i != home {
+			e = m.At(i)
 		}
 		if e == 0 {
 			return nil
 		}
-		if (e>>32)&tagMask == tag {
-			if b := t.at(uint32(e) - 1); b.queue == q && b.tier == tier && b.prio == prio && sameString(b.sig, sig) {
+		if table.SlotTag(e) == tag {
+			if b := t.At(table.SlotNum(e)); b.queue == q && b.tier == tier && b.prio == prio && sameString(b.sig, sig) {
 				return b
 			}
 		}
@@ -111,18 +116,18 @@ func (t *bucketTable) lookupFrom(q *queue, sig string, tier int8, prio int16, h,
 
 // add returns a new empty bucket with this identity.
 func (t *bucketTable) add(q *queue, sig string, tier int8, prio int16) *bucket {
-	n, b := t.newRecord()
+	n, b := t.New()
 	*b = bucket{num: n, pos: -1, head: noSlot, tail: noSlot, queue: q, sig: sig, tier: tier, prio: prio}
-	t.find.add(t.hash(q, sig, tier, prio), n, t.hashOf)
+	t.find.Add(t.hash(q, sig, tier, prio), n, t.hashOf)
 	return b
 }
 
 // drop forgets a bucket and frees its number.
 func (t *bucketTable) drop(b *bucket) {
-	t.find.delete(t.hash(b.queue, b.sig, b.tier, b.prio), b.num, t.hashOf)
+	t.find.Delete(t.hash(b.queue, b.sig, b.tier, b.prio), b.num, t.hashOf)
 	n := b.num
 	*b = bucket{num: n}
-	t.freeRecord(n)
+	t.Free(n)
 }
 
 // sameString is a == b that answers equal strings sharing their bytes (a
@@ -237,7 +242,7 @@ func (s *Scheduler) refBucket(b *bucket) {
 func (s *Scheduler) countLive(b *bucket, d int32) {
 	if b.flags&manyGates == 0 {
 		if b.gate0 != 0 {
-			s.gcs.at(b.gate0 - 1).live += d
+			s.gcs.At(b.gate0 - 1).live += d
 		}
 		return
 	}
@@ -248,9 +253,9 @@ func (s *Scheduler) countLive(b *bucket, d int32) {
 
 // releaseBucket drops a job's reference. A bucket left without jobs stays
 // for reuse until a sweep, which runs once there are more than
-// maxIdleBuckets idle buckets and more idle than live ones (seed 004: delete
-// zero entries once in a while), so that a key that empties and fills again
-// costs no allocation.
+// maxIdleBuckets idle buckets and more idle than live ones (the per-key
+// counts drop their zero entries once in a while), so that a key that
+// empties and fills again costs no allocation.
 func (s *Scheduler) releaseBucket(b *bucket) {
 	b.refs--
 	if b.refs > 0 {
@@ -340,7 +345,7 @@ func (s *Scheduler) listPush(b *bucket, j *job) {
 	if b.tail == noSlot {
 		b.head, b.headKey = j.slot, j.key
 	} else {
-		last := s.jobs.at(b.tail)
+		last := s.jobs.At(b.tail)
 		last.next, last.nextKey = j.slot, j.key
 	}
 	b.tail = j.slot
@@ -357,12 +362,12 @@ func (s *Scheduler) listRemove(b *bucket, j *job) {
 			b.tail = noSlot
 		}
 	} else {
-		p := t.at(prev)
+		p := t.At(prev)
 		p.next, p.nextKey = j.next, j.nextKey
 		if j.next == noSlot {
 			b.tail = prev
 		} else {
-			t.at(j.next).pos = j.pos
+			t.At(j.next).pos = j.pos
 		}
 	}
 	j.pos, j.next, j.nextKey = -1, 0, 0

@@ -10,8 +10,9 @@ import (
 // MaxTiers is the largest number of duration tiers a configuration may have.
 const MaxTiers = 16
 
-// Tier is one duration class of seed 000: a job in tier k runs for at most
-// Duration and counts toward the limits of tiers 0..k.
+// Tier is one duration class (docs/design.md, "Duration tiers and preemption"):
+// a job in tier k runs for at most Duration and counts toward the limits of
+// tiers 0..k.
 //
 // Tier 0 (the fastest) is limited by every worker slot; its Limit and Share
 // must be zero. Every other tier sets exactly one of Limit (a number of
@@ -24,8 +25,8 @@ type Tier struct {
 	Share    float64
 }
 
-// DefaultTiers is seed 000's configuration: fast 3 s (every slot), medium
-// 10 s (half the slots) and slow 30 s (a quarter of the slots).
+// DefaultTiers is the design's tier configuration: fast 3 s (every slot),
+// medium 10 s (half the slots) and slow 30 s (a quarter of the slots).
 func DefaultTiers() []Tier {
 	return []Tier{
 		{Name: "fast", Duration: 3 * time.Second},

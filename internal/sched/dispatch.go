@@ -5,13 +5,14 @@ import (
 	"time"
 )
 
-// cycle is one turn of seed 000's queue cycle for the workers of pool p (or
-// for the single agent pull when it asks): queues in priority order, ties at
-// random; in each, the tier steps; then, if no worker of the pool is free,
-// every default task goes to tier 0 and a random interactive task is halted
-// to free its slot. It returns the job to start and its worker, or nil when
-// the cycle is over and the scheduler waits for a running job to finish.
-// Tiers ignored in one queue stay ignored for the rest of the cycle.
+// cycle is one turn of the queue cycle
+// (docs/design.md, "Duration tiers and preemption") for the workers of pool p
+// (or for the single agent pull when it asks): queues in priority order, ties
+// at random; in each, the tier steps; then, if no worker of the pool is free,
+// every default task goes to tier 0 and a random interactive task is halted to
+// free its slot. It returns the job to start and its worker, or nil when the
+// cycle is over and the scheduler waits for a running job to finish. Tiers
+// ignored in one queue stay ignored for the rest of the cycle.
 func (s *Scheduler) cycle(p *pool, pull *worker, only *queue) (*job, *bucket, *worker) {
 	below := len(s.tiers)
 	if only != nil {

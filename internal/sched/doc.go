@@ -1,5 +1,5 @@
-// Package sched is usher's scheduling core: every rule of the design seeds,
-// as a pure, deterministic state machine.
+// Package sched is usher's scheduling core: every scheduling rule of the
+// design (docs/design.md), as a pure, deterministic state machine.
 //
 // The core does no I/O, starts no goroutines and reads no clock: time comes
 // from [Config.Now] and randomness from [Config.Rand]. A driver (a server or
@@ -23,23 +23,49 @@
 //
 // # The rules and where they live
 //
-//   - tiers.go: seed 000's duration tiers, the queue cycle, downgrades,
-//     halts and the interactive admission rule, generalized to any number of
-//     tiers.
-//   - gates.go: per-key concurrency limits (seed 004), exclusive groups and
-//     the read/write rule (seed 002), all as gates that open and close
-//     buckets of queued jobs.
-//   - queue.go: queue orders fifo, strict (seed 002) and random (seed 004),
-//     priorities and capabilities.
-//   - workflow.go: dependencies and failure propagation (seed 003).
-//   - worker.go: workers, slots and leases.
-//   - estimate.go, forecast.go: queue-wait estimates (seed 000), and the
-//     event sweep that runs the rules forward to make them.
-//   - invariants.go: the invariants of the design, checked by tests.
-//   - targetkey.go: the key of a scan target (seed 004).
-//   - heap.go, index.go: the ordered sets and the id index the rules use.
-//   - chunk.go, bucket.go: the dense tables of job records, buckets and
-//     gate counters, named by 32-bit numbers.
+// The files of this package are the rules:
+//
+//   - tiers.go: duration tiers, the queue cycle, downgrades, halts and the
+//     interactive admission rule, generalized to any number of tiers
+//     (docs/design.md, "Duration tiers and preemption"); dispatch.go runs
+//     the cycle for push workers and pulling agents.
+//   - gates.go: per-key concurrency limits, exclusive groups and the
+//     read/write rule, all as gates that open and close buckets of queued
+//     jobs (docs/design.md, "Per-key limits, priorities and random picks";
+//     docs/design.md, "Exclusive read/write groups and strict order").
+//   - queue.go: queue orders fifo, strict and random, priorities and
+//     capabilities; bucket.go: the buckets that group queued jobs by their
+//     gates.
+//   - workflow.go: dependencies and failure propagation
+//     (docs/design.md, "Workflows").
+//   - worker.go, adopt.go: workers, slots and leases, and jobs a driver
+//     hands back after a restart (docs/design.md, "Leases and retries").
+//   - estimate.go, forecast.go: queue-wait estimates, and the event sweep
+//     that runs the rules forward to make them
+//     (docs/design.md, "Queue-wait estimates").
+//   - invariants.go: the invariants of the rules, checked by tests.
+//   - targetkey.go: the limit key of a scan target.
+//
+// A few files glue the rules to the data structures below them: job.go and
+// jobtable.go (job records and their table, found by slot and by id),
+// gatetable.go (gate counters), sets.go (the job heap and the slot and
+// bucket sets, which write positions into job and bucket records and so
+// stay here) and prefetch.go (which records the next pick will read).
+//
+// # The machinery below the rules
+//
+// The data structures, which know nothing of the rules, are packages of
+// their own under internal/:
+//
+//   - internal/table: Chunks, the chunked record tables that name records
+//     by 32-bit numbers; IDIndex and IDHash, the job id index; SlotMap,
+//     the bucket index; AddrHints, running jobs by the address of their
+//     id; NameCache, in front of the queue and worker maps; the seeded
+//     string hash.
+//   - internal/wintree: the 4-ary tournament tree that is a FIFO queue's
+//     ready index.
+//   - internal/prefetch: the cache prefetch hint, in assembly on amd64
+//     and arm64.
 //
 // A Scheduler is not safe for concurrent use; the driver serializes calls.
 package sched

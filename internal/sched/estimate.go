@@ -8,15 +8,15 @@ import (
 	"time"
 )
 
-// Queue-wait estimates (seed 000). A job's estimate depends only on the jobs
-// ahead of it: the jobs of higher-priority queues and the earlier jobs of its
-// own queue. The model runs seed 000's rules forward (see forecast): from
-// now, at each modelled end, the cycle starts the first queued job that has
-// room in every tier limit it counts toward, again and again. Later jobs
-// thus fill the slots a blocked slow or medium head cannot use, as the
-// cycle's "ignored for the rest of the cycle" lets them, and a blocked head
-// waits for an end in its own tier or a slower one, which frees a slot in
-// every faster limit too: a job behind never delays a job ahead.
+// Queue-wait estimates (docs/design.md, "Queue-wait estimates"). A job's
+// estimate depends only on the jobs ahead of it: the jobs of higher-priority
+// queues and the earlier jobs of its own queue. The model runs the tier rules
+// forward (see forecast): from now, at each modelled end, the cycle starts the
+// first queued job that has room in every tier limit it counts toward, again
+// and again. Later jobs thus fill the slots a blocked slow or medium head
+// cannot use, as the cycle's "ignored for the rest of the cycle" lets them, and
+// a blocked head waits for an end in its own tier or a slower one, which frees
+// a slot in every faster limit too: a job behind never delays a job ahead.
 //
 // Default tasks are modelled as fast tasks, queued and running: whenever a
 // job waits, the cycle downgrades running default tasks to fast (and stops
@@ -285,21 +285,21 @@ func (s *Scheduler) queuedInOrder(q *queue, max int) []*job {
 		all = slices.Clone(q.strict)
 	} else {
 		for _, b := range q.buckets {
-			for slot := b.head; slot != noSlot; slot = s.jobs.at(slot).next {
-				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
+			for slot := b.head; slot != noSlot; slot = s.jobs.At(slot).next {
+				all = append(all, jobEntry{s.jobs.At(slot).key, slot})
 			}
 			if q.spec.Order != OrderRandom {
 				continue
 			}
 			for _, slot := range *s.jobSet(b) {
-				all = append(all, jobEntry{s.jobs.at(slot).key, slot})
+				all = append(all, jobEntry{s.jobs.At(slot).key, slot})
 			}
 		}
 	}
 	slices.SortFunc(all, func(a, b jobEntry) int { return cmp.Compare(a.key, b.key) })
 	out := make([]*job, 0, min(len(all), max))
 	for _, e := range all[:min(len(all), max)] {
-		out = append(out, s.jobs.at(e.slot))
+		out = append(out, s.jobs.At(e.slot))
 	}
 	return out
 }

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// Queue-wait estimates (seed 000): unit rules first, then a simulation of
-// the seed-000 service under load that compares each job's estimate when
-// it joins with the wait it actually had.
+// Queue-wait estimates (docs/design.md, "Queue-wait estimates"): unit rules
+// first, then a simulation of the tiered compile service under load that
+// compares each job's estimate when it joins with the wait it actually had.
 
 // estimates returns the estimates of every queued job of a queue.
 func (h *harness) estimates(queue string) []Estimate {
@@ -118,7 +118,7 @@ func TestEstimateGrowsWhenAJobGoesAhead(t *testing.T) {
 func TestEstimatesUnchangedBySubmissionsUnderLoad(t *testing.T) {
 	// In a simulation under load, submitting a job never changes the
 	// estimates of the jobs already queued.
-	d := newSimDriver(t, estimateSim{seed: 7, slots: 6, jobs: 1500, load: 0.95, mix: seed000Mix})
+	d := newSimDriver(t, estimateSim{seed: 7, slots: 6, jobs: 1500, load: 0.95, mix: compileMix})
 	d.checkAhead = true
 	d.run(t)
 }
@@ -362,7 +362,7 @@ func TestEstimateChangedFrom(t *testing.T) {
 	}
 }
 
-// A discrete-event simulation of the seed-000 service under load, on a
+// A discrete-event simulation of the tiered compile service under load, on a
 // virtual clock: push backends with one slot each, the default tiers (fast
 // 3 s on every slot, medium 10 s on half, slow 30 s on a quarter), Poisson
 // arrivals of a mix of fast, medium, slow and default tasks from a seeded
@@ -382,11 +382,11 @@ type estClass struct {
 	lo, hi time.Duration
 }
 
-// seed000Mix: mostly fast compiles, some medium and a few slow ones, and
+// compileMix: mostly fast compiles, some medium and a few slow ones, and
 // default tasks of which most are short and some would run long. Medium
 // and slow work stays below their limits (about 80 % and 65 % of them at
 // load 0.9).
-var seed000Mix = []estClass{
+var compileMix = []estClass{
 	{name: "fast", share: 0.60, tier: fast, lo: 300 * time.Millisecond, hi: 3 * time.Second},
 	{name: "medium", share: 0.12, tier: medium, lo: 2 * time.Second, hi: 10 * time.Second},
 	{name: "slow", share: 0.025, tier: slow, lo: 8 * time.Second, hi: 30 * time.Second},
@@ -669,11 +669,11 @@ func TestEstimateAccuracyUnderLoad(t *testing.T) {
 		maxErr    float64
 		minCounts int
 	}{
-		{"random run times, load 0.95", estimateSim{seed: 1, slots: 8, jobs: 6000, load: 0.95, mix: seed000Mix}, 0.15, 3000},
+		{"random run times, load 0.95", estimateSim{seed: 1, slots: 8, jobs: 6000, load: 0.95, mix: compileMix}, 0.15, 3000},
 		// At load 0.8 the counted waits are short and spread by chance: a
 		// median from the true run-time distributions would err by 0.19
 		// (docs/benchmarks.md). The model is at 0.187 with this seed.
-		{"random run times, load 0.8", estimateSim{seed: 2, slots: 8, jobs: 20_000, load: 0.8, mix: seed000Mix}, 0.20, 4000},
+		{"random run times, load 0.8", estimateSim{seed: 2, slots: 8, jobs: 20_000, load: 0.8, mix: compileMix}, 0.20, 4000},
 		{"fixed run times, load 0.95", estimateSim{seed: 1, slots: 8, jobs: 6000, load: 0.95, mix: exactMix}, 0.05, 3000},
 		{"fixed run times, load 0.9", estimateSim{seed: 2, slots: 8, jobs: 6000, load: 0.9, mix: exactMix}, 0.05, 1500},
 	}
@@ -730,8 +730,8 @@ func TestEstimatesAreMedians(t *testing.T) {
 		name string
 		cfg  estimateSim
 	}{
-		{"seed-000 mix, load 0.8", estimateSim{seed: 3, slots: 8, jobs: 20_000, load: 0.8, mix: seed000Mix}},
-		{"seed-000 mix, load 0.95", estimateSim{seed: 4, slots: 8, jobs: 20_000, load: 0.95, mix: seed000Mix}},
+		{"compile mix, load 0.8", estimateSim{seed: 3, slots: 8, jobs: 20_000, load: 0.8, mix: compileMix}},
+		{"compile mix, load 0.95", estimateSim{seed: 4, slots: 8, jobs: 20_000, load: 0.95, mix: compileMix}},
 		{"fast tasks only, load 0.8", estimateSim{seed: 5, slots: 8, jobs: 20_000, load: 0.8, mix: fastOnly}},
 	}
 	for _, c := range cases {
@@ -750,8 +750,8 @@ func TestEstimatesAreMedians(t *testing.T) {
 	}
 }
 
-// BenchmarkEstimateAccuracy runs the simulation of the seed-000 service
-// (8 backends, default tiers, seed000Mix) at three loads, five seeded runs
+// BenchmarkEstimateAccuracy runs the simulation of the tiered compile service
+// (8 backends, default tiers, compileMix) at three loads, five seeded runs
 // of 20,000 jobs each, and reports the median relative error of the
 // estimates told on joining over the jobs that waited at least 1 s (the
 // first 5 % of each run left out while durations are learned), and how many
@@ -763,7 +763,7 @@ func BenchmarkEstimateAccuracy(b *testing.B) {
 		b.Run("load="+strconv.FormatFloat(load, 'f', 2, 64), func(b *testing.B) {
 			var acc estimateAccuracy
 			for range b.N {
-				acc = runEstimateSims(b, estimateSim{slots: 8, jobs: 20_000, load: load, mix: seed000Mix}, 1, 2, 3, 4, 5)
+				acc = runEstimateSims(b, estimateSim{slots: 8, jobs: 20_000, load: load, mix: compileMix}, 1, 2, 3, 4, 5)
 			}
 			b.ReportMetric(acc.medianRelErr, "median-rel-err")
 			b.ReportMetric(float64(acc.counted), "jobs")
@@ -779,7 +779,7 @@ func BenchmarkEstimateAccuracy(b *testing.B) {
 func BenchmarkEstimates(b *testing.B) {
 	for _, queued := range []int{100, 1_000} {
 		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) {
-			d := newSimDriver(b, estimateSim{seed: 1, slots: 64, jobs: 2_000, load: 0.9, mix: seed000Mix})
+			d := newSimDriver(b, estimateSim{seed: 1, slots: 64, jobs: 2_000, load: 0.9, mix: compileMix})
 			for len(d.jobs) < 1_000 {
 				d.step(b)
 			}

@@ -1,15 +1,14 @@
 package sched
 
-// forecast runs seed 000's rules forward from now over the running jobs and
-// the queued jobs, in queue order, and tells when each queued job starts.
-// It is an event sweep: at each time the modelled ends come first, then
-// the cycle starts the first queued job that has room in every limit its
-// tier counts toward, again and again (with nested limits that is the
-// cycle's "ignored for the rest of the cycle"). A started job's end is not
-// a point but its learned run-time distribution, as steps; the jobs of one
-// tier form a pool, whose r-th end frees a slot in every limit the tier
-// counts toward when the expected number of the pool's jobs that have
-// ended reaches r − ½.
+// forecast runs the duration-tier rules forward from now over the running jobs
+// and the queued jobs, in queue order, and tells when each queued job starts.
+// It is an event sweep: at each time the modelled ends come first, then the
+// cycle starts the first queued job that has room in every limit its tier
+// counts toward, again and again (with nested limits that is the cycle's
+// "ignored for the rest of the cycle"). A started job's end is not a point but
+// its learned run-time distribution, as steps; the jobs of one tier form a
+// pool, whose r-th end frees a slot in every limit the tier counts toward when
+// the expected number of the pool's jobs that have ended reaches r − ½.
 //
 // A job starts before one ahead of it only while that one is blocked by
 // the limit of a slower tier than its own, and that limit frees only with
@@ -60,7 +59,8 @@ type endCursor struct {
 
 // newForecast starts the model with the running jobs, interactive tasks
 // left out. A default task counts in the fastest tier, cut at its
-// duration: with a queue in front of it, seed 000 downgrades it to fast (a
+// duration: with a queue in front of it, the queue cycle downgrades it to
+// fast (a
 // default task that ran past that is stopped at once).
 func (s *Scheduler) newForecast(now int64) *forecast {
 	n := len(s.tiers)

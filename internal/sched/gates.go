@@ -7,13 +7,15 @@ import (
 	"strings"
 )
 
-// Gates carry the rules that depend on what runs elsewhere (seed 004's
-// per-key limits, seed 002's groups and read/write exclusion). A gate is
+// Gates carry the rules that depend on what runs elsewhere: per-key limits
+// (docs/design.md, "Per-key limits, priorities and random picks")
+// and groups and read/write exclusion
+// (docs/design.md, "Exclusive read/write groups and strict order"). A gate is
 // closed while one more holder would break its rule. Queued jobs with the
 // same queue, keys, group and mode (and tier, and in FIFO queues priority:
 // see bucket.go) share a bucket; a bucket is visible to its queue only while
 // all its gates are open, so finding the next job never looks at blocked
-// jobs (seed 004's ready index). Opening or closing a gate touches the
+// jobs (the ready index). Opening or closing a gate touches the
 // buckets that hold it, never the jobs.
 
 const unlimited = math.MaxInt
@@ -53,23 +55,6 @@ type gateCounts struct {
 	g       *gate
 }
 
-// gateTable holds the counters of every gate in a chunkTable.
-type gateTable struct {
-	chunkTable[gateCounts]
-}
-
-func (t *gateTable) add(g *gate) {
-	n, c := t.newRecord()
-	*c = gateCounts{num: n, g: g, mode: g.kind == gateMode, limit: unlimited}
-	g.gateCounts = c
-}
-
-func (t *gateTable) drop(g *gate) {
-	n := g.num
-	*g.gateCounts = gateCounts{num: n}
-	t.freeRecord(n)
-}
-
 func (s *Scheduler) newGate(name string, kind gateKind, limit int) *gate {
 	g := &gate{name: name, kind: kind}
 	s.gcs.add(g)
@@ -107,7 +92,7 @@ func (s *Scheduler) groupGate(name string) *gate {
 func (s *Scheduler) hold(b *bucket) {
 	if b.flags&manyGates == 0 {
 		if b.gate0 != 0 {
-			s.holdGate(s.gcs.at(b.gate0 - 1))
+			s.holdGate(s.gcs.At(b.gate0 - 1))
 		}
 		return
 	}
@@ -130,7 +115,7 @@ func (s *Scheduler) holdGate(c *gateCounts) {
 func (s *Scheduler) unhold(b *bucket) {
 	if b.flags&manyGates == 0 {
 		if b.gate0 != 0 {
-			s.unholdGate(s.gcs.at(b.gate0 - 1))
+			s.unholdGate(s.gcs.At(b.gate0 - 1))
 		}
 		return
 	}

@@ -7,10 +7,12 @@ import (
 	"testing"
 )
 
-// Seed 002's rules: at most one running job per group, never a read with a
-// write, and a strict queue that starts jobs in request order with
-// head-of-line blocking. Jobs are fast (tier 0), so tier limits never get in
-// the way; only groups, modes and the queue order decide.
+// Exclusive groups, read/write modes and strict order
+// (docs/design.md, "Exclusive read/write groups and strict order"): at most one
+// running job per group, never a read with a write, and a strict queue that
+// starts jobs in request order with head-of-line blocking. Jobs are fast (tier
+// 0), so tier limits never get in the way; only groups, modes and the queue
+// order decide.
 
 // rwRig is a scheduler with queues "q" (and "p" when asked) and either push
 // backends (Dispatch) or one pull agent "a" with as many slots.

@@ -36,7 +36,7 @@ func newHarness(t testing.TB, tiers []Tier, seed uint64) *harness {
 	return &harness{t: t, s: s, clk: clk}
 }
 
-// threeTiers is seed 000's configuration with absolute limits.
+// threeTiers is the design's three-tier configuration with absolute limits.
 func threeTiers(medium, slow int) []Tier {
 	return []Tier{
 		{Name: "fast", Duration: 3 * time.Second},

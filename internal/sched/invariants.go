@@ -3,10 +3,12 @@ package sched
 import (
 	"errors"
 	"fmt"
+
+	"github.com/usherhq/usher/internal/sched/internal/wintree"
 )
 
 // CheckInvariants recounts the whole state from the jobs and compares it
-// with every counter and index the core keeps (DESIGN §3.3): limits never
+// with every counter and index the core keeps. The invariants: limits never
 // exceeded (every tier, key, group and worker; a limit lowered under load
 // only forbids new starts), no read with a write, every job in exactly one
 // state and one place, counters equal to their recount, and the ready index
@@ -69,15 +71,15 @@ func (c *checker) table() {
 	s := c.s
 	t := &s.jobs
 	free := map[uint32]bool{}
-	for _, slot := range t.free {
-		if free[slot] || slot >= t.used {
+	for _, slot := range t.FreeList() {
+		if free[slot] || slot >= t.Used() {
 			c.fail("slot %d freed twice or never used", slot)
 		}
 		free[slot] = true
 	}
 	live, running := 0, 0
-	for slot := range t.used {
-		j := t.at(slot)
+	for slot := range t.Used() {
+		j := t.At(slot)
 		switch {
 		case j.slot != slot || j.gen != t.gen[slot]:
 			c.fail("slot %d holds a record of slot %d, generation %d of %d", slot, j.slot, j.gen, t.gen[slot])
@@ -94,8 +96,8 @@ func (c *checker) table() {
 			}
 		}
 	}
-	if live != t.len() || live+len(t.free) != int(t.used) {
-		c.fail("job table: %d live, %d free, %d used, index holds %d", live, len(t.free), t.used, t.len())
+	if live != t.len() || live+len(t.FreeList()) != int(t.Used()) {
+		c.fail("job table: %d live, %d free, %d used, index holds %d", live, len(t.FreeList()), t.Used(), t.len())
 	}
 	if running != len(s.runs)-len(s.runFree) {
 		c.fail("%d running jobs, runs %d", running, len(s.runs)-len(s.runFree))
@@ -219,7 +221,7 @@ func (c *checker) gates() {
 		}
 	}
 	check := func(g *gate) {
-		if gc := s.gcs.at(g.num); gc != g.gateCounts || gc.g != g || gc.mode != (g.kind == gateMode) {
+		if gc := s.gcs.At(g.num); gc != g.gateCounts || gc.g != g || gc.mode != (g.kind == gateMode) {
 			c.fail("gate %s: counters misfiled", g.label())
 		}
 		if holders[g] != int(g.running) {
@@ -246,7 +248,7 @@ func (c *checker) gates() {
 	}
 	check(s.reads)
 	check(s.writes)
-	if n := s.gcs.live(); n != len(s.keyGates)+len(s.groups)+2 {
+	if n := s.gcs.Live(); n != len(s.keyGates)+len(s.groups)+2 {
 		c.fail("%d gate counters in use for %d gates", n, len(s.keyGates)+len(s.groups)+2)
 	}
 	if s.reads.running > 0 && s.writes.running > 0 {
@@ -289,15 +291,15 @@ func (c *checker) buckets() {
 					c.fail("idle bucket %q of %s is not listed for the sweep", b.sig, q.spec.Name)
 				}
 			}
-			if int(b.qpos) != i || b.queue != q || s.bkts.at(b.num) != b {
+			if int(b.qpos) != i || b.queue != q || s.bkts.At(b.num) != b {
 				c.fail("bucket %q of %s is misfiled", b.sig, q.spec.Name)
 			}
 			c.bucket(b, refs[b], queued[b], live)
 		}
 	}
-	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.n != n || s.bkts.live() != n {
+	if n != s.nbuckets || idle != s.idleBuckets || s.bkts.find.Len() != n || s.bkts.Live() != n {
 		c.fail("%d buckets (%d idle) counted, recount %d (%d idle), table %d, lookup %d",
-			s.nbuckets, s.idleBuckets, n, idle, s.bkts.live(), s.bkts.find.n)
+			s.nbuckets, s.idleBuckets, n, idle, s.bkts.Live(), s.bkts.find.Len())
 	}
 	c.liveGates(live)
 }
@@ -346,9 +348,8 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 	} else if q := b.queue; b.pos >= 0 {
 		var stale bool
 		if q.spec.Order == OrderFIFO {
-			t := &q.tree[b.tier]
-			e := t.w[t.k+int(b.pos)]
-			stale = e.b != b.num || e.key != b.headKey || e.first != b.head
+			e := q.tree[b.tier].Leaf(b.pos)
+			stale = e.Num != b.num || e.Key != b.headKey || e.First != b.head
 		} else {
 			stale = q.sets[b.tier][b.pos].b != b.num
 		}
@@ -364,14 +365,14 @@ func (c *checker) list(b *bucket) {
 	t := &c.s.jobs
 	n, prev := int32(0), noSlot
 	var prevKey uint64
-	for slot := b.head; slot != noSlot; slot = t.at(slot).next {
-		j := t.at(slot)
+	for slot := b.head; slot != noSlot; slot = t.At(slot).next {
+		j := t.At(slot)
 		if n++; n > b.queued || j.bucket != b || j.state != stateQueued || c.listed[slot] != nil {
 			c.fail("bucket %q: list runs into job %q (%d of %d queued)", b.sig, j.id, n, b.queued)
 			return
 		}
 		c.listed[slot] = b
-		if prev == noSlot && (b.headKey != j.key) || prev != noSlot && (uint32(j.pos) != prev || prevKey != j.key || t.at(prev).key > j.key) {
+		if prev == noSlot && (b.headKey != j.key) || prev != noSlot && (uint32(j.pos) != prev || prevKey != j.key || t.At(prev).key > j.key) {
 			c.fail("bucket %q: job %q is misplaced in its list", b.sig, j.id)
 		}
 		prev, prevKey = slot, j.nextKey
@@ -466,30 +467,21 @@ func (c *checker) readyIndex(name string, q *queue) {
 	}
 	for t, set := range q.sets {
 		for i, e := range set {
-			if b := c.s.bkts.at(e.b); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
+			if b := c.s.bkts.At(e.b); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
 				c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
 			}
 		}
 	}
 	for tier := range q.tree {
 		t := &q.tree[tier]
-		free := map[int32]bool{}
-		for _, l := range t.free {
-			free[l] = true
+		if err := t.Check(); err != nil {
+			c.fail("queue %q tier %d: %v", name, tier, err)
 		}
-		for l := range t.k {
-			e := t.w[t.k+l]
-			if free[int32(l)] != (e.key == noKey) {
-				c.fail("queue %q tier %d: leaf %d free %v, key %d", name, tier, l, free[int32(l)], e.key)
-			} else if b := c.s.bkts.at(e.b); e.key != noKey && (b.queue != q || int(b.tier) != tier || int(b.pos) != l || !b.visible()) {
-				c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
-			}
-		}
-		for i, first := range t.internal {
-			kids := t.w[first : first+4]
-			least := min(kids[0].key, kids[1].key, kids[2].key, kids[3].key)
-			if t.w[i].key != least {
-				c.fail("queue %q tier %d: tree node %d holds %d, its children at least %d", name, tier, i, t.w[i].key, least)
+		for l := range int32(t.Leaves()) {
+			if e := t.Leaf(l); e.Key != wintree.NoKey {
+				if b := c.s.bkts.At(e.Num); b.queue != q || int(b.tier) != tier || b.pos != l || !b.visible() {
+					c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
+				}
 			}
 		}
 	}
@@ -527,7 +519,7 @@ func (s *Scheduler) Idle() error {
 			errs = append(errs, fmt.Errorf("queue %q counts jobs", name))
 		}
 		for t := range q.tree {
-			if q.tree[t].len() != 0 {
+			if q.tree[t].Len() != 0 {
 				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
 			}
 		}

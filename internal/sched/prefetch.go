@@ -1,13 +1,12 @@
 package sched
 
-import "unsafe"
+// The core prefetches what the next pick from a queue will read (see
+// prefetchHead); package prefetch issues the hints.
 
-// prefetchRecord asks the CPU to start fetching the cache lines of a record
-// the core will read in a later call, so that the read then finds them in
-// cache instead of waiting for memory. It is a hint: it changes nothing the
-// core computes, and on an architecture without an assembly version
-// (prefetch_other.go) it does nothing.
-func prefetchRecord[T any](p *T) { prefetchLines(unsafe.Pointer(p), unsafe.Sizeof(*p)) }
+import (
+	"github.com/usherhq/usher/internal/sched/internal/prefetch"
+	"github.com/usherhq/usher/internal/sched/internal/wintree"
+)
 
 // drawsAhead is how many picks ahead a random queue draws: one for each
 // step of prefetchRandomPicks.
@@ -35,9 +34,9 @@ func (s *Scheduler) prefetchHead(q *queue) {
 
 // prefetchFIFOHead fetches the first job of a FIFO queue and its bucket.
 func (s *Scheduler) prefetchFIFOHead(q *queue) {
-	if best := q.firstInOrder(len(q.tree)); best.key != noKey {
-		prefetchRecord(s.jobs.at(best.first))
-		prefetchRecord(s.bkts.at(best.b))
+	if best := q.firstInOrder(len(q.tree)); best.Key != wintree.NoKey {
+		prefetch.Record(s.jobs.At(best.First))
+		prefetch.Record(s.bkts.At(best.Num))
 	}
 }
 
@@ -50,18 +49,18 @@ func (s *Scheduler) prefetchRandomPicks(q *queue) {
 	}
 	d := &q.draws
 	if r, ok := boundedBy(d[4], total); ok {
-		prefetchRecord(q.randomEntry(len(q.sets), r))
+		prefetch.Record(q.randomEntry(len(q.sets), r))
 	}
 	if e, i := q.drawnSlot(total, d[2], d[3]); e != nil {
-		prefetchRecord(&e.jobs[i])
-		prefetchRecord(&e.jobs[len(e.jobs)-1])
-		prefetchRecord(s.bkts.at(e.b))
+		prefetch.Record(&e.jobs[i])
+		prefetch.Record(&e.jobs[len(e.jobs)-1])
+		prefetch.Record(s.bkts.At(e.b))
 	}
 	if e, i := q.drawnSlot(total, d[0], d[1]); e != nil {
-		prefetchRecord(s.jobs.at(e.jobs[i]))
-		prefetchRecord(s.jobs.at(e.jobs[len(e.jobs)-1]))
-		if b := s.bkts.at(e.b); b.gate0 != 0 {
-			prefetchRecord(s.gcs.at(b.gate0 - 1))
+		prefetch.Record(s.jobs.At(e.jobs[i]))
+		prefetch.Record(s.jobs.At(e.jobs[len(e.jobs)-1]))
+		if b := s.bkts.At(e.b); b.gate0 != 0 {
+			prefetch.Record(s.gcs.At(b.gate0 - 1))
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+
+	"github.com/usherhq/usher/internal/sched/internal/wintree"
 )
 
 // queue holds a queue's ready jobs. FIFO and random queues keep, per tier, the
@@ -13,9 +15,9 @@ import (
 // ready jobs, since only its head may start.
 type queue struct {
 	spec    QueueSpec
-	num     uint32       // tells queues apart in bucket identities
-	tree    []winnerTree // FIFO: per tier
-	sets    []bucketSet  // random: per tier
+	num     uint32         // tells queues apart in bucket identities
+	tree    []wintree.Tree // FIFO: per tier
+	sets    []bucketSet    // random: per tier
 	strict  jobHeap
 	buckets []*bucket              // every bucket of the queue, idle ones included
 	draws   [2 * drawsAhead]uint64 // random: the next picks' draws (see randomHead)
@@ -25,8 +27,10 @@ type queue struct {
 
 func (q *queue) strictOrder() bool { return q.spec.Order == OrderStrict }
 
-// orderPrio is the priority that orders j in q: a strict queue starts jobs
-// in request order (seed 002), so it ignores job priorities.
+// orderPrio is the priority that orders j in q: a strict queue starts jobs in
+// request order
+// (docs/design.md, "Exclusive read/write groups and strict order"), so it
+// ignores job priorities.
 func (q *queue) orderPrio(j *job) int16 {
 	if q.strictOrder() {
 		return 0
@@ -59,7 +63,7 @@ func (s *Scheduler) DefineQueue(spec QueueSpec) error {
 		}
 		q.resetReady(len(s.tiers))
 		s.queues[spec.Name] = q
-		s.queueNames.clear()
+		s.queueNames.Clear()
 	} else {
 		reorder := q.spec.Order != spec.Order
 		q.spec = spec
@@ -102,19 +106,19 @@ func (s *Scheduler) RemoveQueue(name string) error {
 		}
 	}
 	delete(s.queues, name)
-	s.queueNames.clear()
+	s.queueNames.Clear()
 	s.sortQueues()
 	return nil
 }
 
 // queue returns the queue with this name, or nil.
 func (s *Scheduler) queue(name string) *queue {
-	if q := s.queueNames.get(name); q != nil {
+	if q := s.queueNames.Get(name); q != nil {
 		return q
 	}
 	q := s.queues[name]
 	if q != nil {
-		s.queueNames.put(name, q)
+		s.queueNames.Put(name, q)
 	}
 	return q
 }
@@ -146,7 +150,7 @@ func (q *queue) resetReady(tiers int) {
 	q.tree, q.sets, q.strict = nil, nil, nil
 	switch q.spec.Order {
 	case OrderFIFO:
-		q.tree = make([]winnerTree, tiers)
+		q.tree = make([]wintree.Tree, tiers)
 	case OrderRandom:
 		q.sets = make([]bucketSet, tiers)
 	}
@@ -203,7 +207,7 @@ func (s *Scheduler) enqueue(j *job) {
 	}
 	s.listPush(b, j)
 	if b.closed == 0 && b.pos < 0 {
-		q.tree[b.tier].add(b, b.headKey, b.head)
+		b.pos = q.tree[b.tier].Add(b.num, b.headKey, b.head)
 	}
 }
 
@@ -232,9 +236,10 @@ func (s *Scheduler) dequeueFrom(j *job, b *bucket) {
 		return
 	}
 	if b.queued == 0 {
-		q.tree[b.tier].remove(b)
+		q.tree[b.tier].Remove(b.pos)
+		b.pos = -1
 	} else if wasFirst {
-		q.tree[b.tier].update(b, b.headKey, b.head)
+		q.tree[b.tier].Update(b.pos, b.headKey, b.head)
 	}
 }
 
@@ -253,7 +258,8 @@ func (s *Scheduler) hide(b *bucket) {
 		return
 	}
 	if q := b.queue; q.spec.Order == OrderFIFO {
-		q.tree[b.tier].remove(b)
+		q.tree[b.tier].Remove(b.pos)
+		b.pos = -1
 	} else {
 		q.sets[b.tier].remove(&s.bkts, b)
 	}
@@ -265,7 +271,7 @@ func (s *Scheduler) show(b *bucket) {
 		return
 	}
 	if q := b.queue; q.spec.Order == OrderFIFO {
-		q.tree[b.tier].add(b, b.headKey, b.head)
+		b.pos = q.tree[b.tier].Add(b.num, b.headKey, b.head)
 	} else {
 		q.sets[b.tier].add(b)
 	}
@@ -283,7 +289,7 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 		if len(q.strict) == 0 {
 			return nil, nil
 		}
-		j := s.jobs.at(q.strict.top())
+		j := s.jobs.At(q.strict.top())
 		if b := j.bucket; b.closed == 0 && int(b.tier) < below {
 			return j, b
 		}
@@ -292,19 +298,18 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 		return s.randomHead(q, below)
 	}
 	best := q.firstInOrder(below)
-	if best.key == noKey {
+	if best.Key == wintree.NoKey {
 		return nil, nil
 	}
-	return s.jobs.at(best.first), s.bkts.at(best.b)
+	return s.jobs.At(best.First), s.bkts.At(best.Num)
 }
 
-// firstInOrder returns the ready-index entry of a FIFO queue's first
-// visible bucket among tiers below limit; its key is noKey when there is
-// none.
-func (q *queue) firstInOrder(below int) treeEntry {
-	best := treeEntry{key: noKey}
+// firstInOrder returns the ready-index entry of a FIFO queue's first visible
+// bucket among tiers below limit; its key is wintree.NoKey when there is none.
+func (q *queue) firstInOrder(below int) wintree.Entry {
+	best := wintree.Entry{Key: wintree.NoKey}
 	for t := 0; t < below; t++ {
-		if e, ok := q.tree[t].top(); ok && e.key < best.key {
+		if e, ok := q.tree[t].Top(); ok && e.Key < best.Key {
 			best = e
 		}
 	}
@@ -322,11 +327,12 @@ func (q *queue) visibleBuckets(below int) int {
 }
 
 // randomHead picks a random visible bucket of the tiers below limit, then a
-// random job in it (seed 004's two randints). Its two draws were made
-// drawsAhead picks earlier, so that prefetchHead can fetch what they name
-// ahead of this pick. Nothing decides anything on them before the pick, so
-// the pick is as uniform over the buckets and jobs it finds as one drawn
-// now.
+// random job in it: two draws
+// (docs/design.md, "Per-key limits, priorities and random picks"). Its two
+// draws were made drawsAhead picks earlier, so that prefetchHead can fetch what
+// they name ahead of this pick. Nothing decides anything on them before the
+// pick, so the pick is as uniform over the buckets and jobs it finds as one
+// drawn now.
 func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	total := q.visibleBuckets(below)
 	if total == 0 {
@@ -337,7 +343,7 @@ func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
 	q.draws[len(d)-2], q.draws[len(d)-1] = s.rng.Uint64(), s.rng.Uint64()
 	e := q.randomEntry(below, s.bounded(d[0], total))
 	set := e.jobs
-	return s.jobs.at(set[s.bounded(d[1], len(set))]), s.bkts.at(e.b)
+	return s.jobs.At(set[s.bounded(d[1], len(set))]), s.bkts.At(e.b)
 }
 
 // randomEntry returns the r-th visible bucket of the tiers below limit.

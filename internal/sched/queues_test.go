@@ -10,9 +10,10 @@ import (
 	"testing"
 )
 
-// Seed 004: prioritized queues, agents with capabilities, per-key limits,
-// batches and random choice. Agents are pull workers; "a1" has many slots
-// unless a test says otherwise, so that slots never explain a refusal.
+// Prioritized queues, agents with capabilities, per-key limits, batches and
+// random choice (docs/design.md, "Per-key limits, priorities and random picks").
+// Agents are pull workers; "a1" has many slots unless a test says otherwise,
+// so that slots never explain a refusal.
 
 // sqHarness returns a harness with default tiers, the given queues and one
 // pull agent "a1" with the given capabilities and 100 slots.
@@ -504,7 +505,7 @@ func TestLoweringKeyLimitStopsNothingButHoldsNewJobs(t *testing.T) {
 	wantIDs(t, "below the new limit", h.pull("a1", 100), "j3")
 }
 
-// An agent that names the queues it serves (seed 004) gets work only from
+// An agent that names the queues it serves gets work only from
 // those, by priority among them; the queues' requirements still hold.
 func TestWorkerNamingQueuesIsServedOnlyFromThem(t *testing.T) {
 	h := sqHarness(t, 1, nil, QueueSpec{Name: "high", Priority: 9}, QueueSpec{Name: "mid", Priority: 5},
@@ -570,11 +571,12 @@ func TestRandomQueueHandsOutEachJobOnceAfterCancels(t *testing.T) {
 	}
 }
 
-// Seed 004: a random queue starts a random job among those ready, and
-// the draw must stay uniform as jobs are added, picked and cancelled (the
-// set swaps its last job into every hole): over many seeds, the first pick of four jobs and, after two more arrive and
-// one is cancelled, the pick among the four left must each fall on every
-// job about equally often.
+// Random picks (docs/design.md, "Per-key limits, priorities and random picks"):
+// a random queue starts a random job among those ready, and the draw must stay
+// uniform as jobs are added, picked and cancelled (the set swaps its last job
+// into every hole): over many seeds, the first pick of four jobs and, after two
+// more arrive and one is cancelled, the pick among the four left must each fall
+// on every job about equally often.
 func TestRandomPickStaysUniformAsJobsComeAndGo(t *testing.T) {
 	const trials = 2000
 	first, second := make([]int, 4), make([]int, 4)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/usherhq/usher/internal/sched/internal/table"
 )
 
 // Scheduler is the scheduling core. Create it with New; see the package
@@ -38,13 +40,13 @@ type Scheduler struct {
 	gcs         gateTable // counters of every gate
 	groups      map[string]*gate
 	keyLimit    keyLimits
-	reads       *gate // mode gates (seed 002): closed while the other mode runs
+	reads       *gate // mode gates: closed while the other mode runs
 	writes      *gate
 
 	workers map[string]*worker
 	// Caches in front of the queues and workers maps, for Submit and Pull.
-	queueNames  nameCache[queue]
-	workerNames nameCache[worker]
+	queueNames  table.NameCache[queue]
+	workerNames table.NameCache[worker]
 	pools       map[string]*pool
 	poolList    []*pool // in creation order, for determinism
 	delayed     jobHeap // retries waiting out their backoff, keyed by ready time

@@ -112,8 +112,8 @@ func (m *simModel) checkPlace(a Assignment, j *simJob, w *simWorker, how simHow)
 	return nil
 }
 
-// checkDeps (seed 003): every upstream job succeeded; a job that runs after
-// failures needs them finished only.
+// checkDeps (docs/design.md, "Workflows"): every upstream job succeeded; a job
+// that runs after failures needs them finished only.
 func (m *simModel) checkDeps(j *simJob) error {
 	for _, d := range j.deps {
 		up := m.jobs[d]
@@ -153,7 +153,8 @@ func (m *simModel) largestTier() int {
 	return best
 }
 
-// checkOrder: in a strict queue only the head starts (seed 002); in a FIFO
+// checkOrder: in a strict queue only the head starts
+// (docs/design.md, "Exclusive read/write groups and strict order"); in a FIFO
 // queue the first admissible job does.
 func (m *simModel) checkOrder(j *simJob, exact bool) error {
 	q := m.queues[j.spec.Queue]
@@ -185,8 +186,9 @@ func (m *simModel) ahead(j *simJob, queued []*simJob, limits []int) []*simJob {
 	return out
 }
 
-// checkPriority (seed 004): a worker gets work from the highest-priority
-// queue it serves that has work.
+// checkPriority
+// (docs/design.md, "Per-key limits, priorities and random picks"): a worker
+// gets work from the highest-priority queue it serves that has work.
 func (m *simModel) checkPriority(j *simJob, w *simWorker) error {
 	prio := m.queues[j.spec.Queue].Priority
 	limits := m.tierLimits()

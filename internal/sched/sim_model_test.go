@@ -13,7 +13,7 @@ import (
 // model of what the design says the core must do, built only from the calls
 // the test makes and the answers and events the core gives. It predicts
 // errors, acknowledgements and events, and judges every assignment against
-// DESIGN §3.3 without looking at the core's own counters.
+// the invariants of the rules without looking at the core's own counters.
 
 // simState is a job's state in the model.
 type simState uint8
@@ -301,8 +301,9 @@ func (m *simModel) hold(j *simJob, delta int) {
 	m.modeHolders[j.spec.Mode] += delta
 }
 
-// finish ends a job for good and tells its dependants (seed 003): on
-// failure they are cancelled unless they run after failures.
+// finish ends a job for good and tells its dependants
+// (docs/design.md, "Workflows"): on failure they are cancelled unless they run
+// after failures.
 func (m *simModel) finish(j *simJob, ok bool) {
 	j.state = simEnded
 	if ok {

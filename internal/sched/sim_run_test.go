@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// simRun drives a Scheduler and its model through operations, checking
-// after each one every invariant of DESIGN §3.3 both with the core's own
+// simRun drives a Scheduler and its model through operations, checking after
+// each one every invariant of the scheduling rules both with the core's own
 // checker and from the outside.
 type simRun struct {
 	s           *Scheduler

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// The randomized invariant simulation (DESIGN §3.3): many seeds, a virtual
-// clock, random mixes of every job kind and queue order, workers joining,
-// leaving and losing leases. After every operation the core's own checker
-// runs and an independent model (sim_model_test.go) judges the answers,
+// The randomized invariant simulation of the scheduling rules: many seeds, a
+// virtual clock, random mixes of every job kind and queue order, workers
+// joining, leaving and losing leases. After every operation the core's own
+// checker runs and an independent model (sim_model_test.go) judges the answers,
 // the events and every start. A violation prints the seed and the list of
 // operations that reproduces it; -sim.seed=N replays one seed.
 

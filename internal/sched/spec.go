@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Mode is a job's access mode for seed 002's read/write rule: running jobs
-// that have a mode are all reads or all writes.
+// Mode is a job's access mode for the read/write rule
+// (docs/design.md, "Exclusive read/write groups and strict order"): running
+// jobs that have a mode are all reads or all writes.
 type Mode uint8
 
 // Access modes.
@@ -33,12 +34,14 @@ type Order uint8
 // Queue orders.
 const (
 	// OrderFIFO starts the first admissible job in arrival order, skipping
-	// blocked ones (seed 000's cycle).
+	// blocked ones, as the queue cycle does
+	// (docs/design.md, "Duration tiers and preemption").
 	OrderFIFO Order = iota
 	// OrderStrict starts only the head; nothing overtakes a blocked head
-	// (seed 002).
+	// (docs/design.md, "Exclusive read/write groups and strict order").
 	OrderStrict
-	// OrderRandom starts a random admissible job among ready keys (seed 004).
+	// OrderRandom starts a random admissible job among ready keys
+	// (docs/design.md, "Per-key limits, priorities and random picks").
 	OrderRandom
 )
 
@@ -85,22 +88,26 @@ type JobSpec struct {
 	Queue string
 	// Tier is the job's duration tier (0 = fastest). Ignored when Default.
 	Tier int
-	// Default marks seed 000's "default" task: no fixed duration, queued as
-	// a fast task, started in the largest tier the limits allow and
+	// Default marks a "default" task
+	// (docs/design.md, "Duration tiers and preemption"): no fixed duration,
+	// queued as a fast task, started in the largest tier the limits allow and
 	// downgraded when others need the room.
 	Default bool
 	// Priority orders jobs inside a queue (higher first; FIFO among equals).
-	// Strict queues ignore it: they start jobs in request order (seed 002).
+	// Strict queues ignore it: they start jobs in request order.
 	// Range: -32768..32767.
 	Priority int
-	// Keys are limit keys (seed 004): the job starts only while every key has
-	// fewer running holders than its limit.
+	// Keys are limit keys
+	// (docs/design.md, "Per-key limits, priorities and random picks"): the job
+	// starts only while every key has fewer running holders than its limit.
 	Keys []string
-	// Group makes the job exclusive within the group (seed 002): at most one
-	// running job per group, across all queues.
+	// Group makes the job exclusive within the group
+	// (docs/design.md, "Exclusive read/write groups and strict order"): at most
+	// one running job per group, across all queues.
 	Group string
 	Mode  Mode
-	// After lists jobs that must succeed before this one starts (seed 003).
+	// After lists jobs that must succeed before this one starts
+	// (docs/design.md, "Workflows").
 	After []string
 	// RunAfterFailure lets the job run once its dependencies have finished,
 	// even when one of them failed or was cancelled.
@@ -127,7 +134,7 @@ type WorkerSpec struct {
 	ID           string
 	Capabilities []string
 	// Queues, when not empty, names the only queues the worker is served
-	// from (seed 004's agents name the queues they serve); the queues'
+	// from (an agent names the queues it serves); the queues'
 	// requirements still apply.
 	Queues []string
 	// Slots is how many jobs the worker runs at once (at least 1).

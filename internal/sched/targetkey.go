@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// TargetKey derives the limit key of a scan target (seed 004): an IPv4
+// TargetKey derives the limit key of a scan target
+// (docs/design.md, "Per-key limits, priorities and random picks"): an IPv4
 // address gives its /24, an IPv6 address its /48, tcp://host:port (any
 // scheme) or host:port gives the key of its host, and anything else is its
 // own network. Keys carry the prefix "net:" so that one pattern ("net:*")

@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// Seed 004's target keys: an IPv4 address limits its /24, an IPv6 address
-// its /48, a tcp://host:port target its host's network, anything else
-// itself; every key starts with "net:".
+// Target keys (docs/design.md, "Per-key limits, priorities and random picks"):
+// an IPv4 address limits its /24, an IPv6 address its /48, a tcp://host:port
+// target its host's network, anything else itself; every key starts with
+// "net:".
 
 func TestTargetKey(t *testing.T) {
 	cases := []struct {

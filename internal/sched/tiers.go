@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Seed 000's duration tiers, generalized to n tiers (0 = fastest). A job
-// running in tier t counts toward the limits of tiers 0..t; count(k) is the
-// number of running jobs in tier k or slower. limits[0] is every slot.
+// Duration tiers (docs/design.md, "Duration tiers and preemption"), generalized
+// to n tiers (0 = fastest). A job running in tier t counts toward the limits of
+// tiers 0..t; count(k) is the number of running jobs in tier k or slower.
+// limits[0] is every slot.
 
 func (s *Scheduler) count(k int) int {
 	c := 0
@@ -82,7 +83,7 @@ func (s *Scheduler) SetTierLimits(limits []int) error {
 // TierLimits returns the effective limit of each tier.
 func (s *Scheduler) TierLimits() []int { return append([]int(nil), s.limits...) }
 
-// tierSteps runs the tier bullets of seed 000's cycle for queue q, starting
+// tierSteps runs the tier steps of the queue cycle for queue q, starting
 // from its head h: for each tier k from the slowest down to 1, if the head
 // needs tier k or slower and limit k is reached, a running default task is
 // downgraded to make room; if the limit is still reached, tiers k and
@@ -109,10 +110,10 @@ func (s *Scheduler) tierSteps(q *queue, below *int, h *job, hb *bucket) (*job, *
 
 // downgradeForHead makes room in tier k for a waiting head: a random default
 // task running in the slowest tier ≥ k that has one is moved to the slowest
-// faster tier j < k whose limit is not reached, or to tier 0. For three
-// tiers this is seed 000 exactly: a slow head moves a slow default to
-// medium, or to fast when the medium limit is reached too; a medium head
-// moves a slow default to fast, else a medium default to fast.
+// faster tier j < k whose limit is not reached, or to tier 0. For three tiers
+// this is the rule as the design states it: a slow head moves a slow default to
+// medium, or to fast when the medium limit is reached too; a medium head moves
+// a slow default to fast, else a medium default to fast.
 func (s *Scheduler) downgradeForHead(k int) {
 	victim := s.randomDefault(k)
 	if victim == nil {
@@ -140,7 +141,7 @@ func (s *Scheduler) randomDefault(from int) *job {
 }
 
 // downgradeAll moves every default task running in tier 1 or slower to tier
-// 0 (seed 000's step when the fast limit is reached).
+// 0 (the cycle's step when the fast limit is reached).
 func (s *Scheduler) downgradeAll() {
 	for t := len(s.tiers) - 1; t >= 1; t-- {
 		for len(s.defaults[t]) > 0 {
@@ -190,8 +191,8 @@ func (s *Scheduler) removeFromSet(set *[]*job, j *job) {
 	*set = (*set)[:last]
 }
 
-// haltForQueue halts a random interactive task on a worker of pool p (seed
-// 000, fast limit reached): its slot is free at once. It reports whether
+// haltForQueue halts a random interactive task on a worker of pool p (the
+// fast limit is reached): its slot is free at once. It reports whether
 // one was halted.
 func (s *Scheduler) haltForQueue(p *pool) bool {
 	n := 0
@@ -227,7 +228,7 @@ func (s *Scheduler) halt(j *job) {
 
 // StartInteractive starts an interactive task at once on a free push worker
 // that serves its queue, in tier 0. Interactive tasks never queue: with no
-// free slot the task is denied (ErrDenied) and, as seed 000 says, one
+// free slot the task is denied (ErrDenied) and, as the tier rules say, one
 // default task is downgraded by one tier (a random one from the slowest
 // tier that has one). A paused queue starts nothing: its interactive tasks
 // are denied too (ErrDenied), without a downgrade. Dependencies, keys and

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Seed 000's queue cycle, one scenario per bullet. Backends are push
-// workers with one slot each; tiers are fast 3 s / medium 10 s / slow 30 s.
+// The queue cycle (docs/design.md, "Duration tiers and preemption"), one
+// scenario per step of the rule. Backends are push workers with one slot each;
+// tiers are fast 3 s / medium 10 s / slow 30 s.
 
 const (
 	fast   = 0

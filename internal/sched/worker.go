@@ -78,7 +78,7 @@ func (s *Scheduler) AddWorker(spec WorkerSpec) error {
 	if !ok {
 		w = &worker{id: spec.ID, fpos: -1}
 		s.workers[spec.ID] = w
-		s.workerNames.clear()
+		s.workerNames.Clear()
 	} else {
 		s.detach(w)
 		if spec.Slots < len(w.jobs) {
@@ -148,14 +148,14 @@ func (s *Scheduler) RemoveWorker(id string) error {
 }
 
 func (s *Scheduler) worker(id string) (*worker, error) {
-	if w := s.workerNames.get(id); w != nil {
+	if w := s.workerNames.Get(id); w != nil {
 		return w, nil
 	}
 	w, ok := s.workers[id]
 	if !ok {
 		return nil, fmt.Errorf("worker %q: %w", id, ErrUnknownWorker)
 	}
-	s.workerNames.put(id, w)
+	s.workerNames.Put(id, w)
 	return w, nil
 }
 
@@ -178,7 +178,7 @@ func (s *Scheduler) dropWorker(w *worker) {
 	}
 	s.detach(w)
 	delete(s.workers, w.id)
-	s.workerNames.clear()
+	s.workerNames.Clear()
 	s.recomputeTierLimits()
 }
 

@@ -2,11 +2,11 @@ package sched
 
 import "fmt"
 
-// Seed 003: a job is ready when every upstream job has succeeded. When an
-// upstream job fails past its retries or is cancelled, its dependants are
-// cancelled, except those marked RunAfterFailure, which count it as
-// finished. A workflow is submitted whole or not at all, and a cycle is
-// refused.
+// Workflows (docs/design.md, "Workflows"): a job is ready when every upstream
+// job has succeeded. When an upstream job fails past its retries or is
+// cancelled, its dependants are cancelled, except those marked RunAfterFailure,
+// which count it as finished. A workflow is submitted whole or not at all, and
+// a cycle is refused.
 
 // Submit adds one job. Its dependencies must be jobs the scheduler knows
 // (not yet finished); a job whose dependencies finished earlier is submitted
@@ -29,7 +29,7 @@ func (s *Scheduler) Submit(spec JobSpec) error {
 	sig := signature(keys, spec.Group, spec.Mode)
 	tier, prio := specTier(&spec), bucketPrio(q, int16(spec.Priority))
 	h, bh := s.jobs.hash(spec.ID), s.bkts.hash(q, sig, tier, prio)
-	ie, be := s.jobs.index.home(h), s.bkts.find.home(bh)
+	ie, be := s.jobs.index.Home(h), s.bkts.find.Home(bh)
 	b := s.bkts.lookupFrom(q, sig, tier, prio, bh, be)
 	if s.jobs.getFrom(spec.ID, h, ie) != nil {
 		return duplicate(spec.ID)
@@ -200,7 +200,7 @@ func (s *Scheduler) propagate(x *jobExt, ok bool) {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		for _, l := range n.deps {
-			d := s.jobs.at(l.slot)
+			d := s.jobs.At(l.slot)
 			if s.jobs.ext(d) != l.ext || d.state != stateWaiting {
 				continue
 			}

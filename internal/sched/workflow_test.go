@@ -9,10 +9,11 @@ import (
 	"testing"
 )
 
-// Seed 003's workflows: a job starts once every upstream job succeeded; a
-// cycle is refused; a failure past the retries cancels the dependants (or
-// lets those that ask run anyway); a retried job goes behind ready jobs.
-// The queue "wf" is fifo and its jobs are fast, so only dependencies decide.
+// Workflows (docs/design.md, "Workflows"): a job starts once every upstream job
+// succeeded; a cycle is refused; a failure past the retries cancels the
+// dependants (or lets those that ask run anyway); a retried job goes behind
+// ready jobs. The queue "wf" is fifo and its jobs are fast, so only
+// dependencies decide.
 
 func wfHarness(t *testing.T, slots int, retry RetryPolicy) *harness {
 	t.Helper()

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/usherhq/usher/internal/sched/internal/table"
 )
 
 // The job table must behave exactly like a map from id to job under any mix
@@ -44,8 +46,8 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 			case 2:
 				if rng.IntN(100) == 0 { // a sweep clears every stale entry
 					x.sweep(nil)
-					for i, e := range x.index.e {
-						if e != 0 && uint8(e>>48) != x.gen[uint32(e)-1] {
+					for i := range uint64(x.index.Len()) {
+						if e := x.index.At(i); e != 0 && table.IDGen(e) != x.gen[table.IDNum(e)] {
 							t.Fatalf("seed %d op %d: stale entry %d left by a sweep", seed, op, i)
 						}
 					}
@@ -59,8 +61,8 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 			}
 			// Live entries never fill more than three eighths of the
 			// index, live and stale ones never more than three quarters.
-			if n := len(x.index.e); 8*x.index.live > 3*n || 4*x.index.used > 3*n {
-				t.Fatalf("seed %d op %d: %d live and %d used entries of %d", seed, op, x.index.live, x.index.used, n)
+			if n := x.index.Len(); 8*x.index.Live() > 3*n || 4*x.index.Used() > 3*n {
+				t.Fatalf("seed %d op %d: %d live and %d used entries of %d", seed, op, x.index.Live(), x.index.Used(), n)
 			}
 		}
 		seen := 0
@@ -78,7 +80,7 @@ func TestJobIndexBehavesLikeAMap(t *testing.T) {
 				t.Fatalf("seed %d: lost %s", seed, id)
 			}
 		}
-		if live := int(x.used) - len(x.free); live != len(want) {
+		if live := int(x.Used()) - len(x.FreeList()); live != len(want) {
 			t.Fatalf("seed %d: %d slots in use for %d jobs", seed, live, len(want))
 		}
 	}
@@ -97,8 +99,8 @@ func TestJobIndexShrinksWhenEmptied(t *testing.T) {
 		x.remove(j)
 		x.release(j)
 	}
-	if x.len() != 0 || len(x.index.e) > 4*minIndexSlots {
-		t.Fatalf("after removing everything: %d jobs in %d slots", x.len(), len(x.index.e))
+	if x.len() != 0 || x.index.Len() > 4*table.MinIDIndex {
+		t.Fatalf("after removing everything: %d jobs in %d slots", x.len(), x.index.Len())
 	}
 }
 
@@ -159,9 +161,9 @@ func TestIndexProbesStayShortForTypicalIDs(t *testing.T) {
 			x.put(j, x.hash(j.id))
 		}
 		worst := uint64(0)
-		for _, e := range x.index.e {
-			if e != 0 {
-				worst = max(worst, e>>56)
+		for i := range uint64(x.index.Len()) {
+			if e := x.index.At(i); e != 0 {
+				worst = max(worst, table.IDDist(e))
 			}
 		}
 		if worst > 40 {
@@ -182,42 +184,12 @@ func base62(i int) string {
 	return string(b)
 }
 
-// Ids that differ only in their last digit or letter — a driver numbering
-// its jobs — must land in one group of the index, each at its own entry,
-// so that a run of submissions reads a cache line or two instead of one
-// line per job.
-func TestCounterIDsShareAGroup(t *testing.T) {
-	const alnum = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	x := newJobTable()
-	x.index.init(1 << 20)
-	for _, prefix := range []string{"asy-123", "j", "job-", "4f1c2b7e-9"} {
-		groups := map[uint64]bool{}
-		entries := map[uint64]bool{}
-		for _, c := range []byte(alnum) {
-			i := x.hash(prefix+string(c)) & x.index.mask
-			groups[x.index.group(i)] = true
-			entries[i] = true
-		}
-		if len(groups) != 1 || len(entries) != len(alnum) {
-			t.Errorf("%q + one digit or letter: %d groups, %d distinct entries (want 1 and %d)",
-				prefix, len(groups), len(entries), len(alnum))
-		}
-		lines := map[uint64]bool{}
-		for c := '0'; c <= '9'; c++ {
-			lines[(x.hash(prefix+string(c))&x.index.mask)/8] = true // 8 entries a cache line
-		}
-		if len(lines) > 3 { // ten neighbours: two lines, three when they start at a line's end
-			t.Errorf("%q + a decimal digit: %d cache lines of the index (want at most 3)", prefix, len(lines))
-		}
-	}
-}
-
 // A lookup must end even when every entry of its column is taken, which a
 // small index allows: the probe is bounded, not only by an empty entry.
 func TestLookupEndsOnAFullColumn(t *testing.T) {
 	x := newJobTable()
-	perColumn := len(x.index.e) / groupSize
-	column := func(id string) uint64 { return x.hash(id) & x.index.mask % groupSize }
+	perColumn := x.index.Len() / table.GroupSize
+	column := func(id string) uint64 { return x.index.Start(x.hash(id)) % table.GroupSize }
 	for n := 0; n < perColumn; n++ { // fill column 0
 		id := ""
 		for k := 0; id == "" || column(id) != 0; k++ {
@@ -228,8 +200,8 @@ func TestLookupEndsOnAFullColumn(t *testing.T) {
 		x.put(j, x.hash(id))
 	}
 	for g := range perColumn {
-		if x.index.e[g*groupSize] == 0 {
-			t.Fatalf("column 0 not full: group %d empty (index of %d entries)", g, len(x.index.e))
+		if x.index.At(uint64(g*table.GroupSize)) == 0 {
+			t.Fatalf("column 0 not full: group %d empty (index of %d entries)", g, x.index.Len())
 		}
 	}
 	for k := 0; ; k++ {
@@ -257,7 +229,7 @@ func BenchmarkIndexSweep(b *testing.B) {
 		b.StopTimer()
 		x := newJobTable()
 		var jobs []*job
-		for i := 0; len(jobs) < live || 4*(x.index.used+1) <= 3*len(x.index.e); i++ {
+		for i := 0; len(jobs) < live || 4*(x.index.Used()+1) <= 3*x.index.Len(); i++ {
 			j := x.alloc()
 			j.id = "j" + strconv.Itoa(i)
 			x.put(j, x.hash(j.id))
@@ -268,7 +240,7 @@ func BenchmarkIndexSweep(b *testing.B) {
 				jobs = jobs[1:]
 			}
 		}
-		n := len(x.index.e)
+		n := x.index.Len()
 		between = n / 2
 		b.StartTimer()
 		x.sweep(nil)
@@ -276,8 +248,8 @@ func BenchmarkIndexSweep(b *testing.B) {
 		// A stale entry whose slot's 8-bit generation came round again
 		// looks live to a sweep (lookups compare the id too), so a few more
 		// than the live jobs may stay.
-		if len(x.index.e) != n || x.index.used > live+live/100 {
-			b.Fatalf("sweep left %d of %d entries used, want %d of %d", x.index.used, len(x.index.e), live, n)
+		if x.index.Len() != n || x.index.Used() > live+live/100 {
+			b.Fatalf("sweep left %d of %d entries used, want %d of %d", x.index.Used(), x.index.Len(), live, n)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(between), "ns/submission")
