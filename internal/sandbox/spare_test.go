@@ -27,10 +27,10 @@ func render3DTask(t *testing.T, r *Runner) *Run {
 	o := run.Wait()
 	assertGone(t, run)
 	wantOutcome(t, o, true, "", s)
-	if s.imageCount() != 1 || !HasMagic(FormatPNG, s.image(0)) {
-		t.Fatalf("%d images", s.imageCount())
+	if s.ImageCount() != 1 || !HasMagic(FormatPNG, s.Image(0)) {
+		t.Fatalf("%d images", s.ImageCount())
 	}
-	checkRendered(t, FormatPNG, s.image(0))
+	checkRendered(t, FormatPNG, s.Image(0))
 	return run
 }
 
