@@ -14,6 +14,7 @@ import (
 
 	"github.com/usherhq/usher/client"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // setup starts a server with the given queues and returns an admin client.
@@ -41,23 +42,18 @@ func enqueue(t *testing.T, c *client.Client, specs ...client.JobSpec) []string {
 // waitJob polls the server until the job satisfies ok, and returns it.
 func waitJob(t *testing.T, c *client.Client, id string, ok func(client.Job) bool) client.Job {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		j, err := c.Job(t.Context(), id)
-		if err != nil {
+	var j client.Job
+	there := func() bool {
+		var err error
+		if j, err = c.Job(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if ok(j) {
-			return j
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("job %s never got there: %+v", id, j)
-		}
+		return ok(j)
 	}
+	if err := testwait.Until(30*time.Second, there, "job %s in the state the test waits for", id); err != nil {
+		t.Fatalf("%v: %+v", err, j)
+	}
+	return j
 }
 
 func finished(j client.Job) bool { return j.Finished() }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // Seed 002: a strict queue of read and write jobs in exclusive groups,
@@ -35,7 +36,7 @@ func TestSeed002ReadWriteGroupsWithAgents(t *testing.T) {
 		time.Sleep(time.Duration(1+rand.IntN(3)) * time.Millisecond) // the job's work (rand: safe across agents)
 		return 0, ""
 	})
-	waitFor(t, "all jobs", 60*time.Second, func() bool { return finished(t, s, ids[n-1:]) && finished(t, s, ids) })
+	testwait.Eventually(t, 60*time.Second, func() bool { return finished(t, s, ids[n-1:]) && finished(t, s, ids) }, "every job finished")
 	execs := stop()
 	if len(execs) != n {
 		t.Fatalf("%d accepted executions; want %d", len(execs), n)

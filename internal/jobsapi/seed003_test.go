@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // shellAgent runs each job's payload as a shell command in dir.
@@ -45,9 +46,9 @@ func TestSeed003DiamondPassesFilesDownstream(t *testing.T) {
 	}}, 201)
 	stop := runAgents(t, s, 2, 2, shellAgent(dir))
 	defer stop()
-	waitFor(t, "the workflow", 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		return must(t, s, "GET", "/v1/workflows/"+wf["id"].(string), nil, 200)["state"] != "running"
-	})
+	}, "the workflow left the running state")
 	got := must(t, s, "GET", "/v1/workflows/"+wf["id"].(string), nil, 200)
 	if got["state"] != "succeeded" {
 		t.Fatalf("workflow = %v; want succeeded", got)
@@ -74,9 +75,9 @@ func TestSeed003FailureCancelsDependants(t *testing.T) {
 	ids := wf["jobs"].(map[string]any)
 	stop := runAgents(t, s, 1, 1, shellAgent(dir))
 	defer stop()
-	waitFor(t, "the workflow", 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		return must(t, s, "GET", "/v1/workflows/"+wf["id"].(string), nil, 200)["state"] != "running"
-	})
+	}, "the workflow left the running state")
 	want := map[string]string{"extract": "failed", "load": "cancelled", "report": "cancelled", "cleanup": "succeeded"}
 	for name, state := range want {
 		job := must(t, s, "GET", "/v1/jobs/"+ids[name].(string), nil, 200)

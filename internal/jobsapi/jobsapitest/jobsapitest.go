@@ -13,9 +13,9 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
-	"github.com/usherhq/usher/internal/sqlitejobs"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/internal/sqlitejobs"
 	"github.com/usherhq/usher/internal/tokens"
 )
 

@@ -12,6 +12,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // env is a Redis server with schedulers on it; the test itself plays the
@@ -106,13 +107,7 @@ func (e *env) waitLeading(n *node, within time.Duration) {
 // waitFor polls cond until it holds or the deadline passes.
 func (e *env) waitFor(what string, within time.Duration, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("not within %v: %s\nscheduler log:\n%s", within, what, e.logs.String())
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
-	}
+	testwait.Eventually(e.t, within, cond, "%s\nscheduler log:\n%s", what, e.logs) // the log as it is at the failure
 }
 
 func (e *env) ctx() context.Context { return context.Background() }
