@@ -56,7 +56,7 @@ func startAgent(t *testing.T, srv *jobsapitest.Server, args ...string) *agentPro
 	go a.read(stderr)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-a.done
+		testwait.Receive(t, 30*time.Second, a.done, "the end of the killed agent's stderr")
 		if t.Failed() {
 			t.Logf("agent log:\n%s", a.logText())
 		}
