@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // png3D is a 3D figure to png.
@@ -102,7 +104,7 @@ func TestSpareDisplayKilledFallsBack(t *testing.T) {
 	if err := syscall.Kill(sp.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-sp.dead
+	testwait.Receive(t, 30*time.Second, sp.dead, "the runner noticing the killed spare")
 	if run := render3DTask(t, r); run.spare != nil {
 		t.Fatal("the task got the dead spare display")
 	}

@@ -48,9 +48,10 @@ type node struct {
 }
 
 // crash stops the node without giving its lease up.
-func (n *node) crash() {
+func (n *node) crash(t testing.TB) {
+	t.Helper()
 	n.cancel()
-	<-n.done
+	testwait.Receive(t, 30*time.Second, n.done, "the crashed scheduler's Run returning")
 }
 
 // startScheduler runs a scheduler with short monitor periods; mod adjusts
@@ -79,7 +80,7 @@ func (e *env) startScheduler(name string, mod func(*Config)) *node {
 			e.t.Errorf("scheduler %s: %v", name, err)
 		}
 	}()
-	e.t.Cleanup(n.crash)
+	e.t.Cleanup(func() { n.crash(e.t) })
 	return n
 }
 
