@@ -12,6 +12,7 @@ import (
 
 	"github.com/usherhq/usher/client"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // step is one call of the end-to-end table: it returns an error (checked
@@ -322,7 +323,7 @@ func TestClientTransportErrors(t *testing.T) {
 		done <- err
 	}()
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.Receive(t, 10*time.Second, done, "the cancelled lease request returning"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled lease: %v", err)
 	}
 	if d := time.Since(began); d > 10*time.Second {

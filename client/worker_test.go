@@ -14,6 +14,7 @@ import (
 
 	"github.com/usherhq/usher/client"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // setup starts a server with the given queues and returns an admin client.
@@ -41,23 +42,18 @@ func enqueue(t *testing.T, c *client.Client, specs ...client.JobSpec) []string {
 // waitJob polls the server until the job satisfies ok, and returns it.
 func waitJob(t *testing.T, c *client.Client, id string, ok func(client.Job) bool) client.Job {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		j, err := c.Job(t.Context(), id)
-		if err != nil {
+	var j client.Job
+	there := func() bool {
+		var err error
+		if j, err = c.Job(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if ok(j) {
-			return j
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("job %s never got there: %+v", id, j)
-		}
+		return ok(j)
 	}
+	if err := testwait.Until(30*time.Second, there, "job %s in the state the test waits for", id); err != nil {
+		t.Fatalf("%v: %+v", err, j)
+	}
+	return j
 }
 
 func finished(j client.Job) bool { return j.Finished() }
@@ -80,8 +76,9 @@ func (r *running) returned() bool {
 }
 
 // wait waits for Run to return and gives its error.
-func (r *running) wait() error {
-	<-r.done
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	testwait.Receive(t, 30*time.Second, r.done, "Worker.Run returning")
 	return r.err
 }
 
@@ -98,7 +95,7 @@ func runWorker(t *testing.T, w *client.Worker) *running {
 	t.Cleanup(func() {
 		cancel()
 		w.Abort()
-		<-r.done
+		testwait.Receive(t, 30*time.Second, r.done, "Worker.Run returning after Abort")
 	})
 	return r
 }
@@ -186,14 +183,14 @@ func TestWorkerGracefulStop(t *testing.T) {
 	}}
 	first := enqueue(t, c, client.JobSpec{Queue: "q"})[0]
 	run := runWorker(t, w)
-	<-started
+	testwait.Receive(t, 30*time.Second, started, "the handler starting the job")
 	run.stop()
 	second := enqueue(t, c, client.JobSpec{Queue: "q"})[0]
 	if run.returned() {
 		t.Fatalf("Run returned before its running job finished: %v", run.err)
 	}
 	close(release)
-	if err := run.wait(); err != nil {
+	if err := run.wait(t); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	j, err := c.Job(t.Context(), first)
@@ -233,11 +230,11 @@ func TestWorkerAbort(t *testing.T) {
 	run := runWorker(t, w)
 	inHandler.Wait()
 	w.Abort()
-	if err := run.wait(); err != nil {
+	if err := run.wait(t); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	for range 2 {
-		if cause := <-causes; !errors.Is(cause, client.ErrAborted) {
+		if cause := testwait.Receive(t, 30*time.Second, causes, "a handler's context ending"); !errors.Is(cause, client.ErrAborted) {
 			t.Fatalf("handler's cause = %v, want ErrAborted", cause)
 		}
 	}
@@ -289,7 +286,7 @@ func TestWorkerTimeout(t *testing.T) {
 	id := enqueue(t, c, client.JobSpec{Queue: "q", TimeoutMs: 100})[0]
 	runWorker(t, w)
 	j := waitJob(t, c, id, finished)
-	if cause := <-causes; !errors.Is(cause, client.ErrJobTimeout) {
+	if cause := testwait.Receive(t, 30*time.Second, causes, "the handler's context ending"); !errors.Is(cause, client.ErrJobTimeout) {
 		t.Fatalf("cause = %v", cause)
 	}
 	if j.State != client.StateFailed || j.Error != "job ran past its time limit (100ms)" || j.Output != "some output" {
@@ -312,7 +309,7 @@ func TestWorkerStopsCancelledJob(t *testing.T) {
 	}}
 	id := enqueue(t, c, client.JobSpec{Queue: "q", TimeoutMs: 50000})[0]
 	runWorker(t, w)
-	<-started
+	testwait.Receive(t, 30*time.Second, started, "the handler starting the job")
 	if _, err := c.Cancel(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +406,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 	id := enqueue(t, c, client.JobSpec{Queue: "q", TimeoutMs: 50000,
 		Retry: &client.RetryPolicy{MaxAttempts: 2, BackoffMs: 60000}})[0]
 	runWorker(t, w)
-	<-started
+	testwait.Receive(t, 30*time.Second, started, "the handler starting the job")
 	select {
 	case cause := <-causes:
 		if !errors.Is(cause, client.ErrLeaseLost) {
@@ -442,7 +439,7 @@ func TestWorkerTakesOnlyItsQueues(t *testing.T) {
 		t.Fatalf("the worker's own job = %+v", j)
 	}
 	r.stop()
-	if err := r.wait(); err != nil {
+	if err := r.wait(t); err != nil {
 		t.Fatal(err)
 	}
 	if j, err := c.Job(t.Context(), ids[0]); err != nil || j.State != "queued" {

@@ -16,6 +16,7 @@ import (
 	"github.com/usherhq/usher/client"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // usherBinary is the usher binary, built once for the tests that run it
@@ -55,7 +56,7 @@ func startAgent(t *testing.T, srv *jobsapitest.Server, args ...string) *agentPro
 	go a.read(stderr)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-a.done
+		testwait.Receive(t, 30*time.Second, a.done, "the end of the killed agent's stderr")
 		if t.Failed() {
 			t.Logf("agent log:\n%s", a.logText())
 		}
@@ -138,23 +139,18 @@ func agentServer(t *testing.T, queues ...string) (*jobsapitest.Server, *client.C
 // waitFinished polls the server until the job finished, and returns it.
 func waitFinished(t *testing.T, c *client.Client, id string) client.Job {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		j, err := c.Job(t.Context(), id)
-		if err != nil {
+	var j client.Job
+	done := func() bool {
+		var err error
+		if j, err = c.Job(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if j.Finished() {
-			return j
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("job %s never finished: %+v", id, j)
-		}
+		return j.Finished()
 	}
+	if err := testwait.Until(30*time.Second, done, "job %s finished", id); err != nil {
+		t.Fatalf("%v: %+v", err, j)
+	}
+	return j
 }
 
 func enqueueJobs(t *testing.T, c *client.Client, specs ...client.JobSpec) []string {

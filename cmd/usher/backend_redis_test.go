@@ -17,6 +17,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // `usher backend --redis` registers, takes a task the test puts in Redis
@@ -65,7 +66,7 @@ func TestBackendRedisRunsATaskPlayingTheScheduler(t *testing.T) {
 		t.Fatalf("queue.finished: %v %v", got, err)
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := testwait.Receive(t, 30*time.Second, done, "the command returning after its context ended"); err != nil {
 		t.Fatalf("run = %v", err)
 	}
 	if got := rdb.SMembers(context.Background(), keys.BackendSet()).Val(); len(got) != 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // unusedStarter is a FAKE runner for tests that start no task: the command
@@ -114,7 +115,7 @@ func TestBackendServesAndStops(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := testwait.Receive(t, 30*time.Second, done, "the command returning after its context ended"); err != nil {
 		t.Fatalf("run = %v", err)
 	}
 	if !strings.Contains(log.String(), "backend: listening") || !strings.Contains(log.String(), "backend: shutting down") {

@@ -13,6 +13,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // `usher scheduler` takes the lead under its node name and the prefix it
@@ -34,26 +35,24 @@ func TestSchedulerCommandLeadsAndResigns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for rdb.Get(t.Context(), keys.Leader()).Val() != "1:n1" {
-		if time.Now().After(deadline) {
-			t.Fatalf("no lease within 10 s; log:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
-	}
+	testwait.Eventually(t, time.Until(deadline), func() bool { return rdb.Get(t.Context(), keys.Leader()).Val() == "1:n1" },
+		"the scheduler holding the lease; log:\n%s", stderr)
 	m := regexp.MustCompile(`/v1 listening.* addr=(\S+)`).FindStringSubmatch(stderr.String())
 	if m == nil {
 		t.Fatalf("no listen address in the log:\n%s", stderr.String())
 	}
 	for _, want := range []string{"usher_scheduler_leading 1", `usher_asy_tier_limit{tier="fast"} 1`, `usher_asy_tier_limit{tier="slow"} 1`, "usher_jobs_agents 0", "go_goroutines"} {
-		for metrics := scrape(t, "http://"+m[1]+"/metrics"); !strings.Contains(metrics, "\n"+want); metrics = scrape(t, "http://"+m[1]+"/metrics") {
-			if time.Now().After(deadline) {
-				t.Fatalf("/metrics has no %q:\n%s", want, metrics)
-			}
-			time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+		var metrics string
+		shows := func() bool {
+			metrics = scrape(t, "http://"+m[1]+"/metrics")
+			return strings.Contains(metrics, "\n"+want)
+		}
+		if err := testwait.Until(time.Until(deadline), shows, "/metrics showing %q", want); err != nil {
+			t.Fatalf("%v:\n%s", err, metrics)
 		}
 	}
 	cancel()
-	if err := <-done; err != nil {
+	if err := testwait.Receive(t, 30*time.Second, done, "the scheduler command's return after its context ended"); err != nil {
 		t.Fatal(err)
 	}
 	if n := rdb.Exists(t.Context(), keys.Leader()).Val(); n != 0 {

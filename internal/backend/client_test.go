@@ -15,40 +15,8 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
-
-// sinkRecorder is the Sink of Remote's tests: it keeps what arrives.
-type sinkRecorder struct {
-	mu      sync.Mutex
-	output  bytes.Buffer
-	results []string // formats
-	images  [][]byte
-	got     chan struct{}
-}
-
-func newSinkRecorder() *sinkRecorder { return &sinkRecorder{got: make(chan struct{}, 64)} }
-
-func (s *sinkRecorder) Output(_ string, data []byte) error {
-	s.mu.Lock()
-	s.output.Write(data)
-	s.mu.Unlock()
-	s.got <- struct{}{}
-	return nil
-}
-
-func (s *sinkRecorder) Result(format string, image []byte) error {
-	s.mu.Lock()
-	s.results = append(s.results, format)
-	s.images = append(s.images, image)
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *sinkRecorder) outputText() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.output.String()
-}
 
 func mainFile(source string) []sandbox.File {
 	return []sandbox.File{{Name: "main.asy", Data: []byte(source), Main: true}}
@@ -56,7 +24,7 @@ func mainFile(source string) []sandbox.File {
 
 func TestRemoteRelaysResultAndOutcome(t *testing.T) {
 	tb := newTestBackend(t)
-	sink := newSinkRecorder()
+	sink := sandboxtest.NewSink()
 	r := &Remote{URL: tb.url}
 	e, err := r.Start(context.Background(), sandbox.Task{Files: mainFile("draw((0,0)--(1,1));"), Format: "png"}, sink)
 	if err != nil {
@@ -66,15 +34,15 @@ func TestRemoteRelaysResultAndOutcome(t *testing.T) {
 	if !out.Success || out.Time <= 0 {
 		t.Fatalf("outcome %+v, want success with a time", out)
 	}
-	if len(sink.results) != 1 || sink.results[0] != "png" || !bytes.HasPrefix(sink.images[0], []byte("\x89PNG")) {
-		t.Fatalf("results %v, want one png image", sink.results)
+	if sink.ImageCount() != 1 || sink.Formats()[0] != "png" || !bytes.HasPrefix(sink.Image(0), []byte("\x89PNG")) {
+		t.Fatalf("results %v, want one png image", sink.Formats())
 	}
 }
 
 func TestRemoteShortenReachesTheBackend(t *testing.T) {
 	tb := newTestBackend(t)
 	r := &Remote{URL: tb.url}
-	e, err := r.Start(context.Background(), sandbox.Task{Files: mainFile("while(true){}"), Timeout: 20 * time.Second}, newSinkRecorder())
+	e, err := r.Start(context.Background(), sandbox.Task{Files: mainFile("while(true){}"), Timeout: 20 * time.Second}, sandboxtest.NewSink())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +55,7 @@ func TestRemoteShortenReachesTheBackend(t *testing.T) {
 
 func TestRemoteInteractiveInput(t *testing.T) {
 	tb := newTestBackend(t)
-	sink := newSinkRecorder()
+	sink := sandboxtest.NewSink()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e, err := (&Remote{URL: tb.url}).Start(ctx, sandbox.Task{Files: mainFile(""), Interactive: true}, sink)
@@ -97,15 +65,8 @@ func TestRemoteInteractiveInput(t *testing.T) {
 	if err := e.Input([]byte("write(1+2);\n")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(20 * time.Second)
 	answer := regexp.MustCompile(`(?m)(^|> )3$`)
-	for !answer.MatchString(sink.outputText()) {
-		select {
-		case <-sink.got:
-		case <-deadline:
-			t.Fatalf("output %q lacks 3", sink.outputText())
-		}
-	}
+	sink.WaitFor(t, 20*time.Second, func() bool { return answer.MatchString(sink.Text("")) }, "the answer 3 in the output")
 	cancel()
 	e.Wait()
 	tb.rec.ended(t, 10*time.Second)
@@ -122,7 +83,7 @@ func TestRemoteReportsALostBackend(t *testing.T) {
 	link := newTCPLink(t, strings.TrimPrefix(srv.URL, "http://"))
 	lost := make(chan struct{}, 1)
 	r := &Remote{URL: "ws://" + link.addr(), Lost: func() { lost <- struct{}{} }}
-	e, err := r.Start(context.Background(), sandbox.Task{Files: mainFile("while(true){}"), Timeout: 20 * time.Second}, newSinkRecorder())
+	e, err := r.Start(context.Background(), sandbox.Task{Files: mainFile("while(true){}"), Timeout: 20 * time.Second}, sandboxtest.NewSink())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +107,7 @@ func TestRemoteDialFailureIsGone(t *testing.T) {
 	srv := httptest.NewServer(nil)
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
 	srv.Close()
-	_, err := (&Remote{URL: url}).Start(context.Background(), sandbox.Task{Files: mainFile("")}, newSinkRecorder())
+	_, err := (&Remote{URL: url}).Start(context.Background(), sandbox.Task{Files: mainFile("")}, sandboxtest.NewSink())
 	if !errors.Is(err, ErrGone) {
 		t.Fatalf("Start on a closed address = %v; want ErrGone", err)
 	}

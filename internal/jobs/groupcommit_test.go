@@ -11,6 +11,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // flakyDB is a fake database, named as such: the real ones (SQLite, Redis)
@@ -112,12 +113,10 @@ func TestCloseEndsRetries(t *testing.T) {
 	db := &flakyDB{errs: down}
 	g := jobs.NewGroupCommitter("test", db.commit, isFenced, nil, nil)
 	p := g.Append(jobs.Op{Kind: jobs.OpStart, ID: 1})
-	for {
-		if tries, _ := db.snapshot(); len(tries) >= 2 {
-			break // retrying
-		}
-		time.Sleep(time.Millisecond) // polling the fake's record of tries
-	}
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		tries, _ := db.snapshot()
+		return len(tries) >= 2
+	}, "the committer retrying the write (a second try)")
 	closed := make(chan struct{})
 	go func() { g.Close(); close(closed) }()
 	select {

@@ -93,17 +93,6 @@ func postJSON(ctx context.Context, s *jobsapitest.Server, path string, body, out
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // finished says whether every given job reached a final state.
 func finished(t *testing.T, s *jobsapitest.Server, ids []string) bool {
 	for _, id := range ids {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // post sends a JSON body and decodes the answer into out.
@@ -114,11 +115,11 @@ func BenchmarkPickup(b *testing.B) {
 			}
 			got <- time.Now()
 		}()
-		waitWaiting(s)
+		waitWaiting(b, s)
 		start := time.Now()
 		var ids struct{ IDs []string }
 		post(b, c, s, "/v1/jobs", map[string]any{"jobs": []any{map[string]any{"queue": "q"}}}, &ids)
-		lats = append(lats, (<-got).Sub(start))
+		lats = append(lats, testwait.Receive(b, 10*time.Second, got, "the waiting agent's lease answer").Sub(start))
 		post(b, c, s, "/v1/agent/complete", map[string]any{"agent": "a", "results": []any{map[string]any{"id": ids.IDs[0], "attempt": 1}}}, nil)
 	}
 	b.StopTimer()
@@ -128,8 +129,7 @@ func BenchmarkPickup(b *testing.B) {
 }
 
 // waitWaiting returns once an agent's lease request is waiting for work.
-func waitWaiting(s *jobsapitest.Server) {
-	for s.Engine.Waiting() == 0 {
-		time.Sleep(50 * time.Microsecond)
-	}
+func waitWaiting(b *testing.B, s *jobsapitest.Server) {
+	b.Helper()
+	testwait.Eventually(b, 10*time.Second, func() bool { return s.Engine.Waiting() > 0 }, "an agent's lease request waiting for work")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -27,9 +28,10 @@ func TestLeaseLapseRetriesOnAnotherAgent(t *testing.T) {
 	// The second agent waits for work (each wait is capped at half a
 	// lease); the lapse hands it the job.
 	var got []leasedJob
-	for deadline := time.Now().Add(10 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
+	testwait.Eventually(t, 10*time.Second, func() bool {
 		got = leaseWait(t, s, "survivor", nil, 1, 1, 5000)
-	}
+		return len(got) > 0
+	}, "the second agent leasing the lapsed job")
 	if len(got) != 1 || got[0].ID != id || got[0].Attempt != 2 {
 		t.Fatalf("survivor got %v; want job %s at attempt 2", got, id)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testwait"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -47,9 +48,9 @@ func TestDiamondPassesFilesDownstream(t *testing.T) {
 	}}, 201)
 	stop := runAgents(t, s, 2, 2, shellAgent(dir))
 	defer stop()
-	waitFor(t, "the workflow", 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		return mustAs[jobtype.Workflow](t, s, "GET", "/v1/workflows/"+wf.ID, nil, 200).State != "running"
-	})
+	}, "the workflow left the running state")
 	got := mustAs[jobtype.Workflow](t, s, "GET", "/v1/workflows/"+wf.ID, nil, 200)
 	if got.State != "succeeded" {
 		t.Fatalf("workflow = %v; want succeeded", got)
@@ -76,9 +77,9 @@ func TestFailureCancelsDependants(t *testing.T) {
 	ids := wf.Jobs
 	stop := runAgents(t, s, 1, 1, shellAgent(dir))
 	defer stop()
-	waitFor(t, "the workflow", 30*time.Second, func() bool {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		return mustAs[jobtype.Workflow](t, s, "GET", "/v1/workflows/"+wf.ID, nil, 200).State != "running"
-	})
+	}, "the workflow left the running state")
 	want := map[string]jobtype.State{"extract": jobtype.StateFailed, "load": jobtype.StateCancelled,
 		"report": jobtype.StateCancelled, "cleanup": jobtype.StateSucceeded}
 	for name, state := range want {

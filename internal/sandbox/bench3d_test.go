@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 // sphere3D is the small 3D figure of the benchmarks.
@@ -174,15 +176,15 @@ func runOnce(b *testing.B, r *Runner, src, format string) (cost, *Run) {
 	task := mainTask(src)
 	task.Format = format
 	began := time.Now()
-	s := newRecSink()
+	s := sandboxtest.NewSink()
 	run, err := r.Start(context.Background(), task, s)
 	if err != nil {
 		b.Fatal(err)
 	}
 	o := run.Wait()
 	wall := time.Since(began)
-	if !o.Success || s.imageCount() != 1 {
-		b.Fatalf("runner: %+v: %s", o, tail(s.text(""), 2000))
+	if !o.Success || s.ImageCount() != 1 {
+		b.Fatalf("runner: %+v: %s", o, tail(s.Text(""), 2000))
 	}
 	return cost{wall: wall, cpu: cpuOf(run.proc.cmd.ProcessState)}, run
 }

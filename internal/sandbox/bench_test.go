@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 // BenchmarkOverhead renders the same figure (with a LaTeX label, to svg)
@@ -32,14 +34,14 @@ func BenchmarkOverhead(b *testing.B) {
 	var sandboxed, bare, diffs []time.Duration
 	for b.Loop() {
 		began := time.Now()
-		s := newRecSink()
+		s := sandboxtest.NewSink()
 		run, err := r.Start(context.Background(), task, s)
 		if err != nil {
 			b.Fatal(err)
 		}
 		o := run.Wait()
 		sandboxed = append(sandboxed, time.Since(began))
-		if !o.Success || s.imageCount() != 1 {
+		if !o.Success || s.ImageCount() != 1 {
 			b.Fatalf("runner: %+v", o)
 		}
 		began = time.Now()

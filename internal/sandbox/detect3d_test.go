@@ -116,8 +116,8 @@ func TestDisplayThatCannotStartIsReported(t *testing.T) {
 			r.tools.xvfb = "/usr/bin/false"
 			o, s := runTask(t, r, mainTask(figures3D[0].src))
 			wantOutcome(t, o, false, exitCodeText(displayExitCode), s)
-			if !strings.Contains(s.text(""), "the virtual display for 3D rendering (Xvfb) did not start") {
-				t.Fatalf("output %q does not say that Xvfb did not start", s.text(""))
+			if !strings.Contains(s.Text(""), "the virtual display for 3D rendering (Xvfb) did not start") {
+				t.Fatalf("output %q does not say that Xvfb did not start", s.Text(""))
 			}
 		})
 	}

@@ -1,14 +1,12 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,89 +53,13 @@ func mainTask(src string) Task {
 	return Task{Files: []File{{Name: "main.asy", Data: []byte(src), Main: true}}}
 }
 
-// recSink records what a run sends. Sink calls are never concurrent, but
-// tests read while the run goes on, hence the mutex.
-type recSink struct {
-	mu      sync.Mutex
-	outputs []segment
-	formats []string
-	images  [][]byte
-	calls   int
-	failOn  int // fail the call with this number (1-based); 0: never
-	changed chan struct{}
-}
+// outputWait bounds a test's wait for a run's output or images.
+const outputWait = 30 * time.Second
 
-func newRecSink() *recSink { return &recSink{changed: make(chan struct{}, 1)} }
-
-func (s *recSink) call() error {
-	s.calls++
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-	if s.calls == s.failOn {
-		return fmt.Errorf("client went away (call %d)", s.calls)
-	}
-	return nil
-}
-
-func (s *recSink) Output(stream string, data []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.outputs = append(s.outputs, segment{stream: stream, data: bytes.Clone(data)})
-	return s.call()
-}
-
-func (s *recSink) Result(format string, image []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.formats = append(s.formats, format)
-	s.images = append(s.images, bytes.Clone(image))
-	return s.call()
-}
-
-// text is everything forwarded on stream, or on both when stream is "".
-func (s *recSink) text(stream string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var b strings.Builder
-	for _, o := range s.outputs {
-		if stream == "" || o.stream == stream {
-			b.Write(o.data)
-		}
-	}
-	return b.String()
-}
-
-func (s *recSink) imageCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.images)
-}
-
-func (s *recSink) image(i int) []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.images[i]
-}
-
-// waitFor waits until cond holds, woken by every Sink call.
-func (s *recSink) waitFor(t testing.TB, what string, cond func() bool) {
+// start starts t on r with a new recording Sink.
+func start(t testing.TB, ctx context.Context, r *Runner, task Task) (*Run, *sandboxtest.Sink) {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for !cond() {
-		select {
-		case <-s.changed:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s; output so far: %q", what, s.text(""))
-		}
-	}
-}
-
-// start starts t on r with a new recSink.
-func start(t testing.TB, ctx context.Context, r *Runner, task Task) (*Run, *recSink) {
-	t.Helper()
-	s := newRecSink()
+	s := sandboxtest.NewSink()
 	run, err := r.Start(ctx, task, s)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +68,7 @@ func start(t testing.TB, ctx context.Context, r *Runner, task Task) (*Run, *recS
 }
 
 // runTask runs t to the end and checks that nothing of it is left.
-func runTask(t testing.TB, r *Runner, task Task) (Outcome, *recSink) {
+func runTask(t testing.TB, r *Runner, task Task) (Outcome, *sandboxtest.Sink) {
 	t.Helper()
 	run, s := start(t, context.Background(), r, task)
 	o := run.Wait()
@@ -226,10 +148,10 @@ func isNamespaceInit(procDir string) bool {
 }
 
 // wantOutcome compares an outcome's success and error text.
-func wantOutcome(t testing.TB, o Outcome, success bool, errText string, s *recSink) {
+func wantOutcome(t testing.TB, o Outcome, success bool, errText string, s *sandboxtest.Sink) {
 	t.Helper()
 	if o.Success != success || o.Error != errText {
-		t.Fatalf("outcome %+v, want success=%v error %q; output: %q", o, success, errText, tail(s.text(""), 3000))
+		t.Fatalf("outcome %+v, want success=%v error %q; output: %q", o, success, errText, tail(s.Text(""), 3000))
 	}
 }
 
@@ -239,8 +161,8 @@ func checkNextTask(t testing.TB, r *Runner) {
 	t.Helper()
 	o, s := runTask(t, r, mainTask(figure))
 	wantOutcome(t, o, true, "", s)
-	if s.imageCount() != 1 || !HasMagic(FormatSVG, s.image(0)) {
-		t.Fatalf("next task: %d images", s.imageCount())
+	if s.ImageCount() != 1 || !HasMagic(FormatSVG, s.Image(0)) {
+		t.Fatalf("next task: %d images", s.ImageCount())
 	}
 }
 

@@ -104,7 +104,7 @@ func TestHostile(t *testing.T) {
 			task.Timeout = tc.timeout
 			o, s := runTask(t, r, task)
 			wantOutcome(t, o, tc.want == "", tc.want, s)
-			out := s.text("")
+			out := s.Text("")
 			for _, w := range tc.out {
 				if !strings.Contains(out, w) {
 					t.Errorf("output lacks %q: %q", w, tail(out, 2000))
@@ -139,7 +139,7 @@ func TestHostFilesInvisible(t *testing.T) {
 	task.Timeout = time.Second
 	o, s := runTask(t, r, task)
 	wantOutcome(t, o, false, "Execution aborted due to the time limit (1000ms)", s)
-	if strings.Contains(s.text(""), marker) {
+	if strings.Contains(s.Text(""), marker) {
 		t.Fatal("the sandboxed job read a host file")
 	}
 	checkNextTask(t, r)
@@ -151,8 +151,8 @@ func TestHostFilesInvisible(t *testing.T) {
 	control := task
 	control.Timeout = 5 * time.Second // room for latex on a loaded machine
 	_, s = runTask(t, insecure, control)
-	if !strings.Contains(s.text(""), marker) {
-		t.Fatalf("control: without the sandbox the marker should show: %q", tail(s.text(""), 2000))
+	if !strings.Contains(s.Text(""), marker) {
+		t.Fatalf("control: without the sandbox the marker should show: %q", tail(s.Text(""), 2000))
 	}
 }
 
@@ -181,7 +181,7 @@ func TestNoNetwork(t *testing.T) {
 	r := newRunner(t, Limits{})
 	o, s := runTask(t, r, mainTask(src))
 	wantOutcome(t, o, false, "No image output", s)
-	if out := s.text(""); !strings.Contains(out, "Couldn't connect to server") {
+	if out := s.Text(""); !strings.Contains(out, "Couldn't connect to server") {
 		t.Errorf("output %q", out)
 	}
 	if n := connections.Load(); n != 0 {
@@ -208,7 +208,7 @@ func TestJobsAreIsolated(t *testing.T) {
 	taskA := mainTask(fmt.Sprintf(`file f = output("secret.tex"); write(f, "\errmessage{%s}"); close(f); write("ready"); while(true) {}`, marker))
 	taskA.Timeout = 30 * time.Second
 	runA, sA := start(t, context.Background(), r, taskA)
-	sA.waitFor(t, "ready", func() bool { return strings.Contains(sA.text(""), "ready") })
+	sA.WaitOutput(t, outputWait, "ready")
 	secretA := filepath.Join(runA.dir.path, "secret.tex")
 	if _, err := os.Stat(secretA); err != nil {
 		t.Fatalf("job A did not write its file: %v", err)
@@ -220,7 +220,7 @@ func TestJobsAreIsolated(t *testing.T) {
 	for _, when := range []string{"while A runs", "after A"} {
 		o, sB := runTask(t, r, taskB)
 		wantOutcome(t, o, false, "Execution aborted due to the time limit (1000ms)", sB)
-		if strings.Contains(sB.text(""), marker) {
+		if strings.Contains(sB.Text(""), marker) {
 			t.Fatalf("%s: job B read job A's file", when)
 		}
 		if when == "while A runs" {
@@ -265,8 +265,8 @@ func TestImageLeftoversFake(t *testing.T) {
 			began := time.Now()
 			o, s := runTask(t, r, mainTask(figure))
 			wantOutcome(t, o, false, "No image output", s)
-			if s.imageCount() != 0 {
-				t.Fatalf("sent %d images", s.imageCount())
+			if s.ImageCount() != 0 {
+				t.Fatalf("sent %d images", s.ImageCount())
 			}
 			if took := time.Since(began); took > 20*time.Second {
 				t.Fatalf("took %v", took)
@@ -283,7 +283,7 @@ func TestImageLimit(t *testing.T) {
 	r := newRunner(t, Limits{Image: 1000})
 	o, s := runTask(t, r, mainTask(figure+`label("$\int_0^1 x^2\,dx$");`))
 	wantOutcome(t, o, false, "Execution aborted due to the output limit (1000B)", s)
-	if s.imageCount() != 0 {
+	if s.ImageCount() != 0 {
 		t.Fatal("sent an image over the limit")
 	}
 }

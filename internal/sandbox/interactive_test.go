@@ -26,11 +26,11 @@ func TestInteractive(t *testing.T) {
 	r := newRunner(t, Limits{})
 	run, s := start(t, context.Background(), r, interactiveTask())
 	input(t, run, "write(1+2);\n")
-	s.waitFor(t, "3", func() bool { return s.text(Stdout) == "3\n" })
+	s.WaitFor(t, outputWait, func() bool { return s.Text(Stdout) == "3\n" }, "stdout %q", "3\n")
 	input(t, run, "draw((0,0)--(1,1));\n")
-	s.waitFor(t, "an image", func() bool { return s.imageCount() == 1 })
-	if !HasMagic(FormatSVG, s.image(0)) {
-		t.Fatalf("not an svg: %q", s.image(0)[:min(40, len(s.image(0)))])
+	s.WaitFor(t, outputWait, func() bool { return s.ImageCount() == 1 }, "an image")
+	if !HasMagic(FormatSVG, s.Image(0)) {
+		t.Fatalf("not an svg: %q", s.Image(0)[:min(40, len(s.Image(0)))])
 	}
 	if err := run.CloseInput(); err != nil {
 		t.Fatal(err)
@@ -38,12 +38,12 @@ func TestInteractive(t *testing.T) {
 	o := run.Wait()
 	assertGone(t, run)
 	wantOutcome(t, o, true, "", s)
-	out := s.text("")
+	out := s.Text("")
 	if strings.Contains(out, "Welcome") || strings.Contains(out, "\x1f") || strings.Contains(out, ">") {
 		t.Fatalf("banner or prompt forwarded: %q", out)
 	}
-	if s.imageCount() != 1 {
-		t.Fatalf("%d images; the picture did not change after the draw", s.imageCount())
+	if s.ImageCount() != 1 {
+		t.Fatalf("%d images; the picture did not change after the draw", s.ImageCount())
 	}
 }
 
@@ -56,21 +56,21 @@ func TestInteractiveRewrites(t *testing.T) {
 	task.Format = FormatPNG
 	run, s := start(t, context.Background(), r, task)
 	input(t, run, "draw((0,0)--(1,1));\n")
-	s.waitFor(t, "image 1", func() bool { return s.imageCount() == 1 })
+	s.WaitFor(t, outputWait, func() bool { return s.ImageCount() == 1 }, "the first image")
 	input(t, run, "write(\"no drawing\");\n")
-	s.waitFor(t, "output", func() bool { return strings.Contains(s.text(""), "no drawing") })
+	s.WaitOutput(t, outputWait, "no drawing")
 	input(t, run, "draw((0,0)--(2,1), red);\n")
-	s.waitFor(t, "image 2", func() bool { return s.imageCount() == 2 })
+	s.WaitFor(t, outputWait, func() bool { return s.ImageCount() == 2 }, "the second image")
 	if err := run.CloseInput(); err != nil {
 		t.Fatal(err)
 	}
 	o := run.Wait()
 	assertGone(t, run)
 	wantOutcome(t, o, true, "", s)
-	if n := s.imageCount(); n != 2 {
+	if n := s.ImageCount(); n != 2 {
 		t.Fatalf("%d images, want 2", n)
 	}
-	if !HasMagic(FormatPNG, s.image(1)) || bytes.Equal(s.image(0), s.image(1)) {
+	if !HasMagic(FormatPNG, s.Image(1)) || bytes.Equal(s.Image(0), s.Image(1)) {
 		t.Fatal("the second picture is not a new png")
 	}
 }
@@ -84,9 +84,9 @@ func TestInteractiveErrorsContinue(t *testing.T) {
 	task.SeparateStderr = true
 	run, s := start(t, context.Background(), r, task)
 	input(t, run, "int x = ;\n")
-	s.waitFor(t, "the error", func() bool { return strings.Contains(s.text(Stderr), "syntax error") })
+	s.WaitFor(t, outputWait, func() bool { return strings.Contains(s.Text(Stderr), "syntax error") }, "a syntax error on stderr")
 	input(t, run, "write(2*3);\n")
-	s.waitFor(t, "6", func() bool { return s.text(Stdout) == "6\n" })
+	s.WaitFor(t, outputWait, func() bool { return s.Text(Stdout) == "6\n" }, "stdout %q", "6\n")
 	if err := run.CloseInput(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +110,8 @@ func TestInteractiveIdle(t *testing.T) {
 	if took < 900*time.Millisecond || took > 10*time.Second {
 		t.Fatalf("ended %v after the last input, want about the idle time of 1s", took)
 	}
-	if s.imageCount() != 1 {
-		t.Fatalf("%d images", s.imageCount())
+	if s.ImageCount() != 1 {
+		t.Fatalf("%d images", s.ImageCount())
 	}
 }
 
@@ -145,7 +145,7 @@ func TestInputErrors(t *testing.T) {
 		t.Error("more than Limits.Upload bytes of input accepted at once")
 	}
 	input(t, run, "write(1);\n")
-	s.waitFor(t, "1", func() bool { return s.text("") == "1\n" })
+	s.WaitFor(t, outputWait, func() bool { return s.Text("") == "1\n" }, "output %q", "1\n")
 	if err := run.CloseInput(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 func TestCheckFileName(t *testing.T) {
@@ -126,7 +128,7 @@ func TestStartRefusesInvalidTasks(t *testing.T) {
 		{"negative timeout", Task{Files: []File{file("a.asy", true)}, Timeout: -time.Second}, "invalid task: timeout -1000ms is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			run, err := r.Start(t.Context(), tc.task, newRecSink())
+			run, err := r.Start(t.Context(), tc.task, sandboxtest.NewSink())
 			if run != nil || !errors.Is(err, ErrInvalidTask) || err.Error() != tc.want {
 				t.Fatalf("Start: %v, want %q wrapping ErrInvalidTask", err, tc.want)
 			}
@@ -162,7 +164,7 @@ func TestFileNameTricks(t *testing.T) {
 			}}
 			o, s := runTask(t, r, task)
 			wantOutcome(t, o, true, "", s)
-			if !HasMagic(FormatSVG, s.image(0)) {
+			if !HasMagic(FormatSVG, s.Image(0)) {
 				t.Fatal("not an svg")
 			}
 		})

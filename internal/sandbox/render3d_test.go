@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 // figures3D are small 3D figures of the kinds users write. The file name of
@@ -69,10 +71,10 @@ func TestRender3D(t *testing.T) {
 				task.Format = format
 				o, s := runTask(t, r, task)
 				wantOutcome(t, o, true, "", s)
-				if s.imageCount() != 1 {
-					t.Fatalf("%d images", s.imageCount())
+				if s.ImageCount() != 1 {
+					t.Fatalf("%d images", s.ImageCount())
 				}
-				img := s.image(0)
+				img := s.Image(0)
 				if !HasMagic(format, img) {
 					t.Fatalf("not a %s file: %q", format, img[:min(len(img), 40)])
 				}
@@ -93,7 +95,7 @@ func TestRender3DThroughTaskModule(t *testing.T) {
 	}}
 	o, s := runTask(t, r, task)
 	wantOutcome(t, o, true, "", s)
-	checkRendered(t, FormatPNG, s.image(0))
+	checkRendered(t, FormatPNG, s.Image(0))
 }
 
 // checkRendered checks that the 3D scene made it into the image: a png
@@ -167,7 +169,7 @@ func TestRender3DWithoutDisplay(t *testing.T) {
 	task.Format = FormatPNG
 	o, s := runTask(t, r, task)
 	wantOutcome(t, o, false, "No image output", s)
-	if out := s.text(""); !strings.Contains(out, "failed to open display") {
+	if out := s.Text(""); !strings.Contains(out, "failed to open display") {
 		t.Errorf("output %q", tail(out, 2000))
 	}
 	o, s = runTask(t, r, mainTask(figures3D[len(figures3D)-1].src))
@@ -212,11 +214,11 @@ func TestHostile3D(t *testing.T) {
 			task.Format, task.Timeout = tc.format, tc.timeout
 			o, s := runTask(t, r, task)
 			wantOutcome(t, o, false, tc.want, s)
-			if out := s.text(""); !strings.Contains(out, tc.out) {
+			if out := s.Text(""); !strings.Contains(out, tc.out) {
 				t.Errorf("output lacks %q: %q", tc.out, tail(out, 2000))
 			}
-			if s.imageCount() != 0 {
-				t.Errorf("sent %d images", s.imageCount())
+			if s.ImageCount() != 0 {
+				t.Errorf("sent %d images", s.ImageCount())
 			}
 			checkNextTask(t, r)
 		})
@@ -235,7 +237,7 @@ func TestSettingsInFile(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Limits{})
 	const sphere = "import three; size(3cm); draw(unitsphere, red);\n"
-	run := func(t *testing.T, format, src string) (Outcome, *recSink) {
+	run := func(t *testing.T, format, src string) (Outcome, *sandboxtest.Sink) {
 		task := mainTask(src)
 		task.Format = format
 		return runTask(t, r, task)
@@ -244,7 +246,7 @@ func TestSettingsInFile(t *testing.T) {
 		t.Parallel()
 		o, s := run(t, FormatPDF, "settings.render=0;\n"+sphere)
 		wantOutcome(t, o, true, "", s)
-		if pdf := s.image(0); bytes.Contains(pdf, []byte("/Subtype/Image")) || !bytes.Contains(pdf, []byte("/ShadingType")) {
+		if pdf := s.Image(0); bytes.Contains(pdf, []byte("/Subtype/Image")) || !bytes.Contains(pdf, []byte("/ShadingType")) {
 			t.Fatal("settings.render=0 did not give vector 3D (PostScript shadings, no bitmap)")
 		}
 	})
@@ -253,7 +255,7 @@ func TestSettingsInFile(t *testing.T) {
 		_, plain := run(t, FormatPNG, sphere)
 		o, s := run(t, FormatPNG, "settings.render=4;\n"+sphere)
 		wantOutcome(t, o, true, "", s)
-		if w, w4 := pngWidth(t, plain.image(0)), pngWidth(t, s.image(0)); w4 < 3*w {
+		if w, w4 := pngWidth(t, plain.Image(0)), pngWidth(t, s.Image(0)); w4 < 3*w {
 			t.Fatalf("render=4 gives %d pixels, the default %d", w4, w)
 		}
 	})
@@ -261,7 +263,7 @@ func TestSettingsInFile(t *testing.T) {
 		t.Parallel()
 		o, s := run(t, FormatPNG, `settings.outformat="pdf";`+"\n"+sphere)
 		wantOutcome(t, o, false, "No image output", s)
-		if out := s.text(""); !strings.Contains(out, "usher: asy wrote out.pdf, not out.png") {
+		if out := s.Text(""); !strings.Contains(out, "usher: asy wrote out.pdf, not out.png") {
 			t.Fatalf("no explanation: %q", tail(out, 2000))
 		}
 	})
@@ -269,7 +271,7 @@ func TestSettingsInFile(t *testing.T) {
 		t.Parallel()
 		o, s := run(t, FormatPDF, "settings.prc=true;\n"+sphere)
 		wantOutcome(t, o, false, "Execution failed with code 1", s)
-		if out := s.text(""); !strings.Contains(out, "File `media9.sty' not found") {
+		if out := s.Text(""); !strings.Contains(out, "File `media9.sty' not found") {
 			t.Fatalf("output %q", tail(out, 2000))
 		}
 	})
@@ -294,11 +296,11 @@ func TestInteractive3D(t *testing.T) {
 	run, s := start(t, context.Background(), r, task)
 	input(t, run, "import three; size(3cm);\n")
 	input(t, run, "draw(unitsphere, red);\n")
-	s.waitFor(t, "image 1", func() bool { return s.imageCount() == 1 })
+	s.WaitFor(t, outputWait, func() bool { return s.ImageCount() == 1 }, "the first image")
 	input(t, run, "draw(shift(2,0,0)*unitcube, blue);\n")
-	s.waitFor(t, "image 2", func() bool { return s.imageCount() == 2 })
+	s.WaitFor(t, outputWait, func() bool { return s.ImageCount() == 2 }, "the second image")
 	for i := range 2 {
-		checkRendered(t, FormatPNG, s.image(i))
+		checkRendered(t, FormatPNG, s.Image(i))
 	}
 	if err := run.CloseInput(); err != nil {
 		t.Fatal(err)
@@ -333,7 +335,7 @@ func TestRender3DOtherFormats(t *testing.T) {
 			task.Format = tc.format
 			o, s := runTask(t, r, task)
 			wantOutcome(t, o, true, "", s)
-			img := s.image(0)
+			img := s.Image(0)
 			if !HasMagic(tc.format, img) {
 				t.Fatalf("not a %s file: %q", tc.format, img[:min(len(img), 40)])
 			}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 // spin writes a line (so a test knows asy is running) and loops forever.
@@ -21,8 +23,8 @@ func TestFormats(t *testing.T) {
 			task.Format = format
 			o, s := runTask(t, r, task)
 			wantOutcome(t, o, true, "", s)
-			if s.imageCount() != 1 || s.formats[0] != format || !HasMagic(format, s.image(0)) {
-				t.Fatalf("want one %s image, got %d (formats %v)", format, s.imageCount(), s.formats)
+			if s.ImageCount() != 1 || s.Formats()[0] != format || !HasMagic(format, s.Image(0)) {
+				t.Fatalf("want one %s image, got %d (formats %v)", format, s.ImageCount(), s.Formats())
 			}
 			if o.Time <= 0 {
 				t.Errorf("outcome time %v", o.Time)
@@ -35,8 +37,8 @@ func TestDefaultFormatIsSVG(t *testing.T) {
 	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(figure))
 	wantOutcome(t, o, true, "", s)
-	if s.formats[0] != FormatSVG || !HasMagic(FormatSVG, s.image(0)) {
-		t.Fatalf("format %v", s.formats)
+	if s.Formats()[0] != FormatSVG || !HasMagic(FormatSVG, s.Image(0)) {
+		t.Fatalf("format %v", s.Formats())
 	}
 }
 
@@ -46,7 +48,7 @@ func TestLaTeXLabel(t *testing.T) {
 	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(`label("$x^2$");`))
 	wantOutcome(t, o, true, "", s)
-	if svg := string(s.image(0)); !strings.Contains(svg, "<use") {
+	if svg := string(s.Image(0)); !strings.Contains(svg, "<use") {
 		t.Fatalf("no glyphs in the svg:\n%s", svg)
 	}
 }
@@ -55,10 +57,10 @@ func TestSyntaxError(t *testing.T) {
 	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask("int x = ;\n"))
 	wantOutcome(t, o, false, "Execution failed with code 1", s)
-	if out := s.text(Stdout); !strings.Contains(out, "main.asy: 1.9: syntax error") {
+	if out := s.Text(Stdout); !strings.Contains(out, "main.asy: 1.9: syntax error") {
 		t.Fatalf("stderr (merged into stdout) lacks the message: %q", out)
 	}
-	if s.imageCount() != 0 {
+	if s.ImageCount() != 0 {
 		t.Fatal("an image for a syntax error")
 	}
 }
@@ -68,7 +70,7 @@ func TestLaTeXErrorIsReported(t *testing.T) {
 	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(`label("$\undefinedmacro$");`))
 	wantOutcome(t, o, false, "Execution failed with code 1", s)
-	if out := s.text(""); !strings.Contains(out, "! Undefined control sequence.") {
+	if out := s.Text(""); !strings.Contains(out, "! Undefined control sequence.") {
 		t.Fatalf("the TeX error is missing: %q", tail(out, 2000))
 	}
 }
@@ -84,8 +86,8 @@ func TestFailedRunStillSendsImage(t *testing.T) {
 	t.Parallel()
 	o, s := runTask(t, newRunner(t, Limits{}), mainTask(figure+"shipout(outprefix());\nreal y = 1/0;\n"))
 	wantOutcome(t, o, false, "Execution failed with code 1", s)
-	if s.imageCount() != 1 || !HasMagic(FormatSVG, s.image(0)) {
-		t.Fatalf("%d images", s.imageCount())
+	if s.ImageCount() != 1 || !HasMagic(FormatSVG, s.Image(0)) {
+		t.Fatalf("%d images", s.ImageCount())
 	}
 }
 
@@ -135,7 +137,7 @@ func TestShorten(t *testing.T) {
 			task := mainTask(spin)
 			task.Timeout = tc.timeout
 			run, s := start(t, context.Background(), r, task)
-			s.waitFor(t, "started", func() bool { return strings.Contains(s.text(""), "started") })
+			s.WaitOutput(t, outputWait, "started")
 			shortened := time.Now()
 			run.Shorten(tc.shorten)
 			o := run.Wait()
@@ -154,7 +156,7 @@ func TestOutputLimit(t *testing.T) {
 	r := newRunner(t, Limits{Output: 1000})
 	o, s := runTask(t, r, mainTask(`while(true) write("0123456789");`))
 	wantOutcome(t, o, false, "Execution aborted due to the output limit (1000B)", s)
-	out := s.text("")
+	out := s.Text("")
 	if len(out) != 1000 || out != strings.Repeat("0123456789\n", 91)[:1000] {
 		t.Fatalf("forwarded %d bytes, want the first 1000 exactly: %q", len(out), tail(out, 50))
 	}
@@ -167,7 +169,7 @@ func TestOutputStreamsWhileRunning(t *testing.T) {
 	task := mainTask(`write("first"); while(true) {}`)
 	task.Timeout = 20 * time.Second
 	run, s := start(t, context.Background(), r, task)
-	s.waitFor(t, "first", func() bool { return s.text(Stdout) == "first\n" })
+	s.WaitFor(t, outputWait, func() bool { return s.Text(Stdout) == "first\n" }, "stdout %q", "first\n")
 	run.Shorten(0)
 	o := run.Wait()
 	assertGone(t, run)
@@ -194,7 +196,7 @@ func TestStderr(t *testing.T) {
 			task.SeparateStderr = tc.separate
 			o, s := runTask(t, r, task)
 			wantOutcome(t, o, false, "Execution failed with code 1", s)
-			out, errOut := s.text(Stdout), s.text(Stderr)
+			out, errOut := s.Text(Stdout), s.Text(Stderr)
 			for _, w := range tc.wantStdout {
 				if !strings.Contains(out, w) {
 					t.Errorf("stdout %q lacks %q", out, w)
@@ -228,7 +230,7 @@ func TestVerbosity(t *testing.T) {
 		task.Verbosity = v
 		o, s := runTask(t, r, task)
 		wantOutcome(t, o, true, "", s)
-		sizes[v] = len(s.text(""))
+		sizes[v] = len(s.Text(""))
 	}
 	for v := 1; v < 4; v++ {
 		if sizes[v] <= sizes[v-1] {
@@ -245,7 +247,7 @@ func TestCancel(t *testing.T) {
 	task := mainTask(spin)
 	task.Timeout = 30 * time.Second
 	run, s := start(t, ctx, r, task)
-	s.waitFor(t, "started", func() bool { return strings.Contains(s.text(""), "started") })
+	s.WaitOutput(t, outputWait, "started")
 	cancel()
 	cancelled := time.Now()
 	o := run.Wait()
@@ -262,8 +264,8 @@ func TestCancel(t *testing.T) {
 func TestSinkErrorAborts(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Limits{})
-	s := newRecSink()
-	s.failOn = 1
+	s := sandboxtest.NewSink()
+	s.FailOn(1)
 	task := mainTask(`while(true) write("flood");`)
 	task.Timeout = 30 * time.Second
 	run, err := r.Start(context.Background(), task, s)
@@ -273,8 +275,8 @@ func TestSinkErrorAborts(t *testing.T) {
 	o := run.Wait()
 	assertGone(t, run)
 	wantOutcome(t, o, false, "Execution aborted: client went away (call 1)", s)
-	if s.calls != 1 {
-		t.Fatalf("%d Sink calls, want 1", s.calls)
+	if s.Calls() != 1 {
+		t.Fatalf("%d Sink calls, want 1", s.Calls())
 	}
 }
 
@@ -284,11 +286,11 @@ func TestConcurrentTasks(t *testing.T) {
 	const n = 20
 	var wg sync.WaitGroup
 	outcomes := make([]Outcome, n)
-	sinks := make([]*recSink, n)
+	sinks := make([]*sandboxtest.Sink, n)
 	runs := make([]*Run, n)
 	for i := range n {
 		wg.Go(func() {
-			s := newRecSink()
+			s := sandboxtest.NewSink()
 			run, err := r.Start(context.Background(), mainTask(figure), s)
 			if err != nil {
 				t.Error(err)
@@ -303,8 +305,8 @@ func TestConcurrentTasks(t *testing.T) {
 			continue
 		}
 		assertGone(t, runs[i])
-		if !outcomes[i].Success || sinks[i].imageCount() != 1 || !HasMagic(FormatSVG, sinks[i].image(0)) {
-			t.Errorf("task %d: %+v, %d images; output %q", i, outcomes[i], sinks[i].imageCount(), sinks[i].text(""))
+		if !outcomes[i].Success || sinks[i].ImageCount() != 1 || !HasMagic(FormatSVG, sinks[i].Image(0)) {
+			t.Errorf("task %d: %+v, %d images; output %q", i, outcomes[i], sinks[i].ImageCount(), sinks[i].Text(""))
 		}
 	}
 }

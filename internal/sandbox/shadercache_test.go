@@ -241,7 +241,7 @@ func TestShaderCacheIsPrivate(t *testing.T) {
 		task.Format = FormatPNG
 		o, s := runTask(t, r, task)
 		wantOutcome(t, o, i == 0, []string{"", "No image output"}[i], s)
-		if out := s.text(""); strings.Contains(out, "cache") {
+		if out := s.Text(""); strings.Contains(out, "cache") {
 			t.Errorf("task %d: %q", i+1, out)
 		}
 	}

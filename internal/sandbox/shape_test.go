@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // sandboxed runs argv (after prlimit with r's limits) in a sandbox on a
@@ -137,7 +138,7 @@ func TestHostSeesSandboxUID(t *testing.T) {
 		}
 	}
 	p.kill()
-	<-p.exited
+	testwait.Receive(t, 30*time.Second, p.exited, "the killed sandbox exiting")
 	if left := pidsInNamespace(t, p.pidNS, p.initPid, time.Now()); len(left) > 0 {
 		t.Fatalf("processes survive: %v", left)
 	}
@@ -193,7 +194,7 @@ func TestProcessLimitIsPerSandbox(t *testing.T) {
 		b.stdin.Close()
 		rest, _ := io.ReadAll(b.out)
 		b.text += string(rest)
-		<-b.p.exited
+		testwait.Receive(t, 30*time.Second, b.p.exited, "the sandbox exiting after its input ended")
 	}
 	for i, b := range boxes {
 		if b.text != "forked\ndone\n" {
@@ -239,7 +240,7 @@ func startSandboxed(t *testing.T, r *Runner, argv ...string) (*process, *bufio.R
 	go func() { <-p.exited; ended <- time.Now() }()
 	t.Cleanup(func() {
 		p.kill()
-		at := <-ended
+		at := testwait.Receive(t, 30*time.Second, ended, "the killed sandbox exiting")
 		outR.Close()
 		if left := pidsInNamespace(t, p.pidNS, p.initPid, at); len(left) > 0 {
 			t.Errorf("processes survive: %v", left)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // png3D is a 3D figure to png.
@@ -27,10 +29,10 @@ func render3DTask(t *testing.T, r *Runner) *Run {
 	o := run.Wait()
 	assertGone(t, run)
 	wantOutcome(t, o, true, "", s)
-	if s.imageCount() != 1 || !HasMagic(FormatPNG, s.image(0)) {
-		t.Fatalf("%d images", s.imageCount())
+	if s.ImageCount() != 1 || !HasMagic(FormatPNG, s.Image(0)) {
+		t.Fatalf("%d images", s.ImageCount())
 	}
-	checkRendered(t, FormatPNG, s.image(0))
+	checkRendered(t, FormatPNG, s.Image(0))
 	return run
 }
 
@@ -102,7 +104,7 @@ func TestSpareDisplayKilledFallsBack(t *testing.T) {
 	if err := syscall.Kill(sp.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-sp.dead
+	testwait.Receive(t, 30*time.Second, sp.dead, "the runner noticing the killed spare")
 	if run := render3DTask(t, r); run.spare != nil {
 		t.Fatal("the task got the dead spare display")
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
 // stages3D are the stages of a 3D task that BenchmarkStages3D times, in
@@ -84,7 +86,7 @@ func stagesOnce(b *testing.B, r *Runner) map[string]time.Duration {
 	}
 	lap("shadercache")
 	run := &Run{
-		r: r, task: task, sink: newRecSink(), ctx: context.Background(), dir: dir, limit: task.Timeout,
+		r: r, task: task, sink: sandboxtest.NewSink(), ctx: context.Background(), dir: dir, limit: task.Timeout,
 		mounts: mounts, wake: make(chan struct{}, 1), abortCh: make(chan string, 1), done: make(chan struct{}),
 	}
 	run.takeSpare()

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // pair returns the two ends of a real loopback WebSocket connection: the
@@ -39,7 +41,7 @@ func pair(t *testing.T) (server, client *websocket.Conn) {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { client.CloseNow() })
-	server = <-accepted
+	server = testwait.Receive(t, 10*time.Second, accepted, "the server accepting the connection")
 	t.Cleanup(func() { server.CloseNow() })
 	return server, client
 }
@@ -178,7 +180,7 @@ func TestConnClosedIsNotProtocol(t *testing.T) {
 	if err := client.Close(websocket.StatusNormalClosure, ""); err != nil {
 		t.Fatal(err)
 	}
-	err := <-read
+	err := testwait.Receive(t, 10*time.Second, read, "the pending read returning after the close")
 	if err == nil || IsProtocol(err) {
 		t.Fatalf("read after close = %v, want a connection error", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // Opener makes empty durable data for one test and returns a function
@@ -472,8 +473,8 @@ func testOrder(t *testing.T, open func(t *testing.T) jobs.Store) {
 			done <- s.Append(Insert(id), jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: 2, Agent: "b", At: now}).Wait(context.Background())
 		}()
 	}
-	for range n {
-		if err := <-done; err != nil {
+	for i := range n {
+		if err := testwait.Receive(t, 30*time.Second, done, "commit %d of %d concurrent starts", i+1, n); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,9 +1,7 @@
 package backendrole
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -208,79 +206,14 @@ func (e *env) finished(within time.Duration) string {
 	return kv[1]
 }
 
-// sink records what the queue server relays.
-type sink struct {
-	mu      sync.Mutex
-	output  bytes.Buffer
-	formats []string
-	images  [][]byte
-	changed chan struct{}
-}
-
-func newSink() *sink { return &sink{changed: make(chan struct{}, 1024)} }
-
-func (s *sink) Output(_ string, data []byte) error {
-	s.mu.Lock()
-	s.output.Write(data)
-	s.mu.Unlock()
-	s.changed <- struct{}{}
-	return nil
-}
-
-func (s *sink) Result(format string, image []byte) error {
-	s.mu.Lock()
-	s.formats = append(s.formats, format)
-	s.images = append(s.images, image)
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *sink) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.output.String()
-}
-
-// waitOutput waits until the output relayed so far satisfies ok.
-func (s *sink) waitOutput(t *testing.T, what string, ok func(string) bool) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for !ok(s.text()) {
-		select {
-		case <-s.changed:
-		case <-deadline:
-			t.Fatalf("no %s in the output %q", what, s.text())
-		}
-	}
-}
-
 // attach plays the queue server: it dials the task's URL in attached
-// mode and relays into a new sink.
-func attach(t *testing.T, ctx context.Context, url string) (backend.Execution, *sink) {
+// mode and relays into a new recording Sink.
+func attach(t *testing.T, ctx context.Context, url string) (backend.Execution, *sandboxtest.Sink) {
 	t.Helper()
-	s := newSink()
+	s := sandboxtest.NewSink()
 	e, err := (&backend.Remote{URL: url, Attached: true}).Start(ctx, sandbox.Task{}, s)
 	if err != nil {
 		t.Fatalf("attach %s: %v", url, err)
 	}
 	return e, s
-}
-
-// waitFor waits until cond holds, checking it at a short interval.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, err := cond()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
-	}
 }

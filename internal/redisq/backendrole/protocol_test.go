@@ -12,6 +12,7 @@ import (
 
 	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/testwait"
 	"github.com/usherhq/usher/internal/wire"
 )
 
@@ -132,7 +133,7 @@ func TestReadyz(t *testing.T) {
 	exec.Shorten(100 * time.Millisecond)
 	exec.Wait()
 	e.finished(10 * time.Second)
-	waitFor(t, "ready again", 10*time.Second, func() (bool, error) { return ready() == 200, nil })
+	testwait.Eventually(t, 10*time.Second, func() bool { return ready() == 200 }, "/readyz answering 200 again")
 }
 
 // heard is one message the backend sent.

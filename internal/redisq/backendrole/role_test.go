@@ -2,7 +2,6 @@ package backendrole
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // Registration puts the backend in backend.set, on backend.updated and
@@ -36,20 +36,27 @@ func TestRegistersAndRenewsHeartbeatPlayingTheScheduler(t *testing.T) {
 		t.Fatalf("heartbeat PTTL %v, want in (0, %v]", first, ttl)
 	}
 	lowest := first
-	waitFor(t, "the heartbeat renewed (its PTTL went up)", 5*ttl, func() (bool, error) {
+	testwait.Eventually(t, 5*ttl, func() bool {
 		p, err := e.rdb.PTTL(ctx, e.keys.Backend(tr.ID())).Result()
-		if err == nil && p <= 0 {
-			return false, fmt.Errorf("the heartbeat key expired (PTTL %v)", p)
+		if err != nil {
+			t.Fatalf("PTTL of the heartbeat key: %v", err)
+		}
+		if p <= 0 {
+			t.Fatalf("the heartbeat key expired (PTTL %v)", p)
 		}
 		lowest = min(lowest, p)
-		return p > lowest+ttl/9, err
-	})
+		return p > lowest+ttl/9
+	}, "the heartbeat renewed (its PTTL went up)")
 	// The scheduler declares it dead; the backend lives and says so again.
 	e.rdb.LTrim(ctx, e.keys.BackendUpdated(), 1, 0)
 	e.rdb.SRem(ctx, e.keys.BackendSet(), tr.ID())
-	waitFor(t, "the backend back in backend.set", 5*ttl, func() (bool, error) {
-		return e.rdb.SIsMember(ctx, e.keys.BackendSet(), tr.ID()).Result()
-	})
+	testwait.Eventually(t, 5*ttl, func() bool {
+		in, err := e.rdb.SIsMember(ctx, e.keys.BackendSet(), tr.ID()).Result()
+		if err != nil {
+			t.Fatalf("SISMEMBER backend.set: %v", err)
+		}
+		return in
+	}, "the backend back in backend.set")
 	if got := e.rdb.LRange(ctx, e.keys.BackendUpdated(), 0, -1).Val(); len(got) != 1 || got[0] != tr.ID() {
 		t.Fatalf("backend.updated after coming back = %v, want [%s]", got, tr.ID())
 	}
@@ -123,13 +130,11 @@ func checkFigure(t *testing.T, url string) {
 	exec, s := attach(t, ctx, url)
 	out := exec.Wait()
 	if !out.Success || out.Error != "" {
-		t.Errorf("%s: outcome %+v, output %q", url, out, s.text())
+		t.Errorf("%s: outcome %+v, output %q", url, out, s.Text(""))
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.formats) != 1 || s.formats[0] != sandbox.FormatSVG || !sandbox.HasMagic(sandbox.FormatSVG, s.images[0]) {
-		t.Errorf("%s: results %v, want one svg", url, s.formats)
+	if s.ImageCount() != 1 || s.Formats()[0] != sandbox.FormatSVG || !sandbox.HasMagic(sandbox.FormatSVG, s.Image(0)) {
+		t.Errorf("%s: results %v, want one svg", url, s.Formats())
 	}
 }
 
@@ -233,7 +238,7 @@ func TestInteractiveInputPlayingTheQueueServer(t *testing.T) {
 	if err := exec.Input([]byte("write(1+2);\n")); err != nil {
 		t.Fatal(err)
 	}
-	s.waitOutput(t, "answer 3", func(out string) bool { return out == "3\n" })
+	s.WaitFor(t, 30*time.Second, func() bool { return s.Text("") == "3\n" }, "the answer 3 as the whole output")
 	cancel() // the client left: the queue server closes the connection
 	if out := tr.ranOutcome(t); out.Success {
 		t.Fatalf("outcome %+v, want aborted", out)

@@ -17,6 +17,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
@@ -135,16 +136,14 @@ func (d *deployment) startTwoOfEach() []*front {
 // eventually polls cond until it holds, failing after bound.
 func (d *deployment) eventually(bound time.Duration, what string, cond func() (bool, string)) {
 	d.t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s: not within %v (%s)", what, bound, state)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition in Redis
+	var state string
+	holds := func() bool {
+		var ok bool
+		ok, state = cond()
+		return ok
+	}
+	if err := testwait.Until(bound, holds, "%s", what); err != nil {
+		d.t.Fatalf("%v (%s)", err, state)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 const admin = "usher_jobsrole-test-admin-token"
@@ -38,7 +39,7 @@ func TestServesV1OnlyWhileLeading(t *testing.T) {
 	term, endTerm := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); r.WhileLeading(term, "1:a") }()
-	waitFor(t, "scheduler.api names the leader", func() bool { return rdb.Get(ctx, keys.SchedulerAPI()).Val() == base })
+	testwait.Eventually(t, 10*time.Second, func() bool { return rdb.Get(ctx, keys.SchedulerAPI()).Val() == base }, "scheduler.api names the leader")
 	if code := get(t, base+"/v1/queues"); code != http.StatusOK {
 		t.Fatalf("leading: GET /v1/queues = %d, want 200", code)
 	}
@@ -106,17 +107,6 @@ func get(t *testing.T, url string) int {
 	return res.StatusCode
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition in Redis
-	}
-}
-
 // A term that begins while Redis is down (restarting: a standby takes the
 // lead as Redis comes back) rebuilds the engine once Redis answers again,
 // instead of leaving /v1 unserved for the whole term.
@@ -141,20 +131,20 @@ func TestTermBeginningWhileRedisIsDownServesOnceItIsBack(t *testing.T) {
 	}
 	// Redis stays down until the term has failed to rebuild at least once
 	// (past go-redis's own few quick retries).
-	waitFor(t, "the term retries the rebuild", func() bool {
+	testwait.Eventually(t, 10*time.Second, func() bool {
 		select {
 		case <-done:
 			t.Fatalf("the term gave up while Redis was down:\n%s", logs.String())
 		default:
 		}
 		return logs.Contains("cannot rebuild the engine from redis; retrying")
-	})
+	}, "the term retries the rebuild")
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/v1 served once Redis is back", func() bool { return get(t, base+"/v1/queues") == http.StatusOK })
+	testwait.Eventually(t, 10*time.Second, func() bool { return get(t, base+"/v1/queues") == http.StatusOK }, "/v1 served once Redis is back")
 	endTerm()
-	<-done
+	testwait.Receive(t, 10*time.Second, done, "WhileLeading returning after its term ended")
 }
 
 // A term that ends while the engine is still being rebuilt (Redis down,
@@ -168,15 +158,11 @@ func TestTermEndingBeforeTheRebuildLogsNoError(t *testing.T) {
 	term, endTerm := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); r.WhileLeading(term, "1:a") }()
-	waitFor(t, "the term retries the rebuild", func() bool {
+	testwait.Eventually(t, 10*time.Second, func() bool {
 		return logs.Contains("cannot rebuild the engine from redis; retrying")
-	})
+	}, "the term retries the rebuild")
 	endTerm()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("WhileLeading went on after its term ended")
-	}
+	testwait.Receive(t, 10*time.Second, done, "WhileLeading returning after its term ended")
 	if logs.Contains("level=ERROR") {
 		t.Fatalf("a term that ended before the rebuild logged an error:\n%s", logs.String())
 	}

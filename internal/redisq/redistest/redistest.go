@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // Server is a running redis-server.
@@ -255,12 +257,5 @@ func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 func waitFor(addr string, bound time.Duration, what string, cond func(*redis.Client) bool) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	deadline := time.Now().Add(bound)
-	for time.Now().Before(deadline) {
-		if cond(c) {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
-	}
-	return fmt.Errorf("%s: %s not within %v", addr, what, bound)
+	return testwait.Until(bound, func() bool { return cond(c) }, "%s: %s", addr, what)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // fastDashboard makes a scheduler publish its dashboard every 50 ms.
@@ -141,12 +142,12 @@ func TestDeposedLeaderCannotReplaceTheDashboard(t *testing.T) {
 			results <- [2]error{l.writeDashboard(context.Background()), l.publishDashboard(context.Background())}
 		})
 	}()
-	<-paused
+	testwait.Receive(t, 30*time.Second, paused, "the old leader paused before the dashboard write")
 	b := e.startScheduler("b", fastDashboard)
 	e.waitLeading(b, takeover)
 	e.waitDashboard("b's dashboard", func(x dashboard.Dashboard) bool { return x.Leader.Node == "b" })
 	close(resume)
-	res := <-results
+	res := testwait.Receive(t, 30*time.Second, results, "the paused leader's writes returning")
 	if !errors.Is(res[0], errFenced) || !errors.Is(res[1], errFenced) {
 		t.Fatalf("deposed leader's dashboard writes: %v, %v; want fenced", res[0], res[1])
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // takeover is the longest a standby may take to lead after the leader died.
@@ -65,7 +66,7 @@ func TestTwoSchedulersStandbyTakesOverAfterCrash(t *testing.T) {
 		t.Fatalf("leader's state before the crash: %+v", before)
 	}
 
-	lead.crash()
+	lead.crash(t)
 	died := time.Now()
 	e.waitLeading(standby, takeover)
 	if took := time.Since(died); took > takeover {
@@ -98,7 +99,7 @@ func TestTwoSchedulersStandbyTakesOverAfterCrash(t *testing.T) {
 func TestResignHandsOverAtOnce(t *testing.T) {
 	e := newEnv(t)
 	lead, standby := e.leaderOf(e.startScheduler("a", nil), e.startScheduler("b", nil))
-	lead.crash()
+	lead.crash(t)
 	if err := lead.s.Resign(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +125,13 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 			results <- [2]error{ferr, l.renew(context.Background())}
 		})
 	}()
-	<-paused
+	testwait.Receive(t, 30*time.Second, paused, "the old leader paused before the flush")
 	b := e.startScheduler("b", nil)
 	e.waitLeading(b, takeover)
 	tokenB := e.status(b).Token
 	e.submitHash("victim", map[string]any{"duration": "3000"})
 	close(resume)
-	res := <-results
+	res := testwait.Receive(t, 30*time.Second, results, "the paused leader's writes returning")
 	if !errors.Is(res[0], errFenced) {
 		t.Fatalf("paused leader's write: %v, want fenced", res[0])
 	}
@@ -162,7 +163,7 @@ func TestClusterBasicFlowAndFailover(t *testing.T) {
 	if got := e.takeTask("b1"); got != first {
 		t.Fatalf("took %s", got)
 	}
-	lead.crash()
+	lead.crash(t)
 	e.waitLeading(standby, takeover)
 	e.finish(first)
 	e.waitFor("second task out", wait, func() bool { return slices.Contains(e.outcoming(), second) })
@@ -183,7 +184,7 @@ func TestStandbyAdoptsDefaultAndInteractiveTasks(t *testing.T) {
 	e.waitFor("default task out", wait, func() bool { return e.executing()[d] == "30000" })
 	i := e.submit(0, true)
 	e.waitFor("interactive task out", wait, func() bool { return e.executing()[i] == "interactive" })
-	lead.crash()
+	lead.crash(t)
 	e.waitLeading(standby, takeover)
 	st := e.status(standby)
 	if !maps.Equal(st.Running, map[string]string{d: "slow", i: "interactive"}) || st.Core.Interactive != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // env is a Redis server with schedulers on it; the test itself plays the
@@ -47,9 +48,10 @@ type node struct {
 }
 
 // crash stops the node without giving its lease up.
-func (n *node) crash() {
+func (n *node) crash(t testing.TB) {
+	t.Helper()
 	n.cancel()
-	<-n.done
+	testwait.Receive(t, 30*time.Second, n.done, "the crashed scheduler's Run returning")
 }
 
 // startScheduler runs a scheduler with short monitor periods; mod adjusts
@@ -78,7 +80,7 @@ func (e *env) startScheduler(name string, mod func(*Config)) *node {
 			e.t.Errorf("scheduler %s: %v", name, err)
 		}
 	}()
-	e.t.Cleanup(n.crash)
+	e.t.Cleanup(func() { n.crash(e.t) })
 	return n
 }
 
@@ -106,13 +108,7 @@ func (e *env) waitLeading(n *node, within time.Duration) {
 // waitFor polls cond until it holds or the deadline passes.
 func (e *env) waitFor(what string, within time.Duration, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("not within %v: %s\nscheduler log:\n%s", within, what, e.logs.String())
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
-	}
+	testwait.Eventually(e.t, within, cond, "%s\nscheduler log:\n%s", what, e.logs) // the log as it is at the failure
 }
 
 func (e *env) ctx() context.Context { return context.Background() }
