@@ -12,6 +12,7 @@ import (
 
 	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // usherBinary builds cmd/usher once per test run.
@@ -54,20 +55,13 @@ func startBackendProcess(t *testing.T, listen string) (*exec.Cmd, string) {
 // waitForRemote waits until the service has the remote backend in its pool.
 func waitForRemote(t *testing.T, ts *testService) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		snap, err := ts.dispatcher().Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if snap.Tiers[0].Limit > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the remote backend never joined")
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition
-	}
+		return snap.Tiers[0].Limit > 0
+	}, "the remote backend joined")
 }
 
 func TestRemoteBackendKilledMidTaskAndBack(t *testing.T) {
@@ -112,20 +106,14 @@ func TestRemoteBackendKilledMidTaskAndBack(t *testing.T) {
 // answers 503).
 func waitBusy(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusServiceUnavailable {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the backend never took the task")
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, "the backend took the task")
 }
 
 func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }

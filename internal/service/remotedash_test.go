@@ -26,6 +26,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/redisq/scheduler"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // These tests run a queue server of multi-node mode (this package's
@@ -99,8 +100,8 @@ func (f *redisFront) startLeader(t *testing.T, node string) (crash func()) {
 		if !crashed {
 			crashed = true
 			cancel()
-			<-done
-			<-done
+			testwait.Receive(t, 10*time.Second, done, "the jobs role stopped")
+			testwait.Receive(t, 10*time.Second, done, "the scheduler stopped")
 		}
 	}
 	t.Cleanup(crash)
@@ -131,8 +132,11 @@ func (f *redisFront) addBackends(t *testing.T, n int) []string {
 // which passes /v1 to the leader (retrying while it has none yet).
 func (f *redisFront) createQueue(t *testing.T, name string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var status int
+	var body []byte
+	// 503 while the proxy has no leader yet (Retry-After: it finds the
+	// leader within a second); any other answer ends the wait.
+	testwait.Eventually(t, 10*time.Second, func() bool {
 		req, _ := http.NewRequest("POST", f.srv.URL+"/v1/queues", strings.NewReader(`{"name":"`+name+`"}`))
 		req.Header.Set("Authorization", "Bearer "+redisAdmin)
 		req.Header.Set("Content-Type", "application/json")
@@ -140,15 +144,13 @@ func (f *redisFront) createQueue(t *testing.T, name string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
+		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		switch {
-		case resp.StatusCode < 300:
-			return
-		case resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline):
-			t.Fatalf("POST /v1/queues through the queue server: %d %s", resp.StatusCode, body)
-		}
-		time.Sleep(50 * time.Millisecond) // Retry-After: the proxy finds the leader within a second
+		status = resp.StatusCode
+		return status != http.StatusServiceUnavailable
+	}, "POST /v1/queues answered by the leader through the queue server")
+	if status >= 300 {
+		t.Fatalf("POST /v1/queues through the queue server: %d %s", status, body)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 const (
@@ -73,21 +74,18 @@ func startService(t testing.TB, backends int, mutate func(*Config)) *testService
 // between tasks; shutdown removes it.)
 func (ts *testService) waitIdle(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var busy, dirs int
+	err := testwait.Until(20*time.Second, func() bool {
 		snap, err := ts.dispatcher().Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
 		entries, _ := filepath.Glob(filepath.Join(ts.workDir, "usher-task-*"))
-		busy := snap.Queues[0].Queued + snap.Tiers[0].Counted
-		if busy == 0 && len(entries) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not idle: %d queued or running, %d work directories left", busy, len(entries))
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not standing in for one
+		busy, dirs = snap.Queues[0].Queued+snap.Tiers[0].Counted, len(entries)
+		return busy == 0 && dirs == 0
+	}, "idle")
+	if err != nil {
+		t.Fatalf("%v: %d queued or running, %d work directories left", err, busy, dirs)
 	}
 }
 
@@ -477,13 +475,9 @@ func TestClientGoneLeavesNothingBehind(t *testing.T) {
 	queued.close()
 	running.close()
 	ts.waitIdle(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+2 { // the test's own client readers may linger briefly
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines %d, were %d", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The test's own client readers may linger briefly.
+	testwait.Eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 },
+		"goroutines back to %d (+2)", before)
 }
 
 func TestManyConcurrentClientsEachGetExactlyOneEnd(t *testing.T) {
