@@ -42,6 +42,13 @@ func noHostFile(path string) func(t *testing.T) {
 	}
 }
 
+// latexWriteLimit is the time limit of the jobs whose LaTeX tries to write
+// outside the work directory: TeX refuses the write ("Not writing to …"),
+// and the job then runs until the limit ends it, so the limit must leave
+// TeX time to start and say so even when the tests' parallel asy
+// processes load the machine (a 1 s limit did not, in a full test run).
+const latexWriteLimit = 5 * time.Second
+
 // Each hostile job ends with its specific error, leaves no process and no
 // work directory, and the next task runs normally.
 func TestHostile(t *testing.T) {
@@ -88,10 +95,10 @@ func TestHostile(t *testing.T) {
 		{name: "asy writes ..", src: fmt.Sprintf(`file f = output("../%s"); write(f, "x"); close(f);`, escape),
 			want: "Execution failed with code 1", out: []string{"Write to other directories disabled"}, check: noHostFile(filepath.Join(tight.workRoot, escape))},
 		{name: "latex writes /tmp", src: fmt.Sprintf(`label("\immediate\openout1=/tmp/%s.tex \immediate\write1{x}\immediate\closeout1 x");`, escape),
-			timeout: time.Second, want: "Execution aborted due to the time limit (1000ms)",
+			timeout: latexWriteLimit, want: "Execution aborted due to the time limit (5000ms)",
 			out: []string{"Not writing to /tmp/"}, check: noHostFile("/tmp/" + escape + ".tex")},
 		{name: "latex writes ..", src: fmt.Sprintf(`label("\immediate\openout1=../%s.tex \immediate\write1{x}\immediate\closeout1 x");`, escape),
-			timeout: time.Second, want: "Execution aborted due to the time limit (1000ms)",
+			timeout: latexWriteLimit, want: "Execution aborted due to the time limit (5000ms)",
 			out: []string{"Not writing to ../"}, check: noHostFile(filepath.Join(tight.workRoot, escape+".tex"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
