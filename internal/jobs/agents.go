@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // agent is what the engine keeps of an agent beside the core's worker:
@@ -18,8 +19,8 @@ type agent struct {
 	caps     []string
 	queues   []string
 	slots    int
-	stop     []JobAttempt
-	timeouts []NewTimeout
+	stop     []jobtype.JobRef
+	timeouts []jobtype.JobTimeout
 }
 
 // waiter is a lease request waiting for work.
@@ -30,7 +31,7 @@ type waiter struct {
 }
 
 type leased struct {
-	jobs []LeasedJob
+	jobs []jobtype.LeasedJob
 	p    Pending
 }
 
@@ -40,7 +41,7 @@ const (
 	maxWaitMs = 60000
 )
 
-func checkLease(req *LeaseRequest) error {
+func checkLease(req *jobtype.LeaseRequest) error {
 	if err := checkAgentName(req.Agent); err != nil {
 		return err
 	}
@@ -78,15 +79,15 @@ func checkAgentName(name string) error {
 
 // Lease hands an agent up to req.Max jobs, waiting up to req.WaitMs for
 // some when none is ready. Asking registers the agent and renews its lease.
-func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, error) {
+func (e *Engine) Lease(ctx context.Context, req jobtype.LeaseRequest) (jobtype.LeaseAnswer, error) {
 	if err := checkLease(&req); err != nil {
-		return LeaseAnswer{}, err
+		return jobtype.LeaseAnswer{}, err
 	}
-	ans := LeaseAnswer{Jobs: []LeasedJob{}, LeaseMs: e.cfg.LeaseTTL.Milliseconds()}
+	ans := jobtype.LeaseAnswer{Jobs: []jobtype.LeasedJob{}, LeaseMs: e.cfg.LeaseTTL.Milliseconds()}
 	e.mu.Lock()
 	if err := e.registerLocked(req); err != nil {
 		e.mu.Unlock()
-		return LeaseAnswer{}, err
+		return jobtype.LeaseAnswer{}, err
 	}
 	e.poke() // a new lease may end before the clock loop's next deadline
 	if req.Holding != nil {
@@ -99,7 +100,7 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 			// No answer carries them: nobody has them. The store writes
 			// the change after the lease (or fails it, if it failed).
 			e.unlease(jobs)
-			return LeaseAnswer{}, err
+			return jobtype.LeaseAnswer{}, err
 		}
 		ans.Jobs = append(ans.Jobs, jobs...)
 		return ans, nil
@@ -113,14 +114,14 @@ func (e *Engine) Lease(ctx context.Context, req LeaseRequest) (LeaseAnswer, erro
 	}
 	if ctx.Err() != nil {
 		e.Unlease(got.jobs) // served as the agent left: nobody has them
-		return LeaseAnswer{}, ctx.Err()
+		return jobtype.LeaseAnswer{}, ctx.Err()
 	}
 	if got.jobs != nil {
 		ans.Jobs = got.jobs
 	}
 	if err := waitError(got.p.Wait(ctx)); err != nil {
 		e.unlease(got.jobs)
-		return LeaseAnswer{}, err
+		return jobtype.LeaseAnswer{}, err
 	}
 	return ans, nil
 }
@@ -148,7 +149,7 @@ func (e *Engine) await(ctx context.Context, w *waiter, d time.Duration) (leased,
 
 // registerLocked makes the agent known to the core with its slots and
 // capabilities, or renews its lease when nothing changed.
-func (e *Engine) registerLocked(req LeaseRequest) error {
+func (e *Engine) registerLocked(req jobtype.LeaseRequest) error {
 	caps, queues := sortedSet(req.Capabilities), sortedSet(req.Queues)
 	for i, q := range queues {
 		if _, ok := e.queues[q]; !ok {
@@ -181,7 +182,7 @@ func sortedSet(xs []string) []string {
 
 // pullLocked takes up to max jobs for the agent from the core and records
 // their start.
-func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
+func (e *Engine) pullLocked(agentID string, max int) []jobtype.LeasedJob {
 	as, err := e.core.PullAppend(e.pullBuf[:0], agentID, max)
 	e.pullBuf = as[:0]
 	defer e.applyEventsLocked() // the cycle may have downgraded running jobs
@@ -189,7 +190,7 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 		return nil
 	}
 	now := e.cfg.Now()
-	out := make([]LeasedJob, len(as))
+	out := make([]jobtype.LeasedJob, len(as))
 	for i, a := range as {
 		j := e.live[a.JobID]
 		j.running, j.attempt, j.agent, j.retryAt = true, a.Attempt, agentID, time.Time{}
@@ -198,7 +199,7 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 		if j.timeoutMs > 0 && j.timeoutMs < timeout {
 			timeout = j.timeoutMs
 		}
-		out[i] = LeasedJob{ID: a.JobID, Queue: a.Queue, Attempt: a.Attempt, Payload: j.payload, TimeoutMs: timeout}
+		out[i] = jobtype.LeasedJob{ID: a.JobID, Queue: a.Queue, Attempt: a.Attempt, Payload: j.payload, TimeoutMs: timeout}
 		e.emit(Op{Kind: OpStart, ID: j.n, Attempt: a.Attempt, Agent: agentID, At: now})
 	}
 	return out
@@ -207,7 +208,7 @@ func (e *Engine) pullLocked(agentID string, max int) []LeasedJob {
 // Unlease hands back leased jobs that never reached their agent (its
 // connection broke before the answer was written): they are queued again
 // and the attempts do not count.
-func (e *Engine) Unlease(jobs []LeasedJob) {
+func (e *Engine) Unlease(jobs []jobtype.LeasedJob) {
 	if err := e.unlease(jobs).Wait(context.Background()); err != nil {
 		e.logWriteFailure("jobs: writing unleased jobs", err)
 	}
@@ -215,7 +216,7 @@ func (e *Engine) Unlease(jobs []LeasedJob) {
 
 // unlease is Unlease without waiting for the store: it returns what to
 // wait on.
-func (e *Engine) unlease(jobs []LeasedJob) Pending {
+func (e *Engine) unlease(jobs []jobtype.LeasedJob) Pending {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, lj := range jobs {
@@ -237,17 +238,17 @@ func (e *Engine) unleaseLocked(id string, attempt int) {
 
 // reconcileLocked hands back the jobs the engine has running on an agent
 // that says it does not hold them: their lease answer never reached it.
-func (e *Engine) reconcileLocked(agentID string, holding []JobAttempt) {
+func (e *Engine) reconcileLocked(agentID string, holding []jobtype.JobRef) {
 	a := e.agents[agentID]
 	if a == nil || len(a.held) == 0 {
 		return
 	}
-	has := make(map[JobAttempt]bool, len(holding))
+	has := make(map[jobtype.JobRef]bool, len(holding))
 	for _, h := range holding {
 		has[h] = true
 	}
 	for id, attempt := range a.held {
-		if !has[JobAttempt{ID: id, Attempt: attempt}] {
+		if !has[jobtype.JobRef{ID: id, Attempt: attempt}] {
 			e.cfg.Logger.Warn("jobs: an agent never got a job leased to it; queued again", "agent", agentID, "job", id)
 			e.unleaseLocked(id, attempt)
 		}
@@ -276,19 +277,19 @@ func (e *Engine) serveWaitersLocked() {
 
 // Renew extends an agent's lease and tells it which running jobs to stop
 // and which got a shorter time limit. ErrNotFound when its lease lapsed.
-func (e *Engine) Renew(agentID string) (RenewAnswer, error) {
+func (e *Engine) Renew(agentID string) (jobtype.RenewAnswer, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a := e.agents[agentID]
 	if a == nil || e.core.Renew(agentID) != nil {
-		return RenewAnswer{}, notFound("agent", "no agent %q holds a lease (it lapsed, or the agent never asked for work)", agentID)
+		return jobtype.RenewAnswer{}, notFound("agent", "no agent %q holds a lease (it lapsed, or the agent never asked for work)", agentID)
 	}
-	ans := RenewAnswer{LeaseMs: e.cfg.LeaseTTL.Milliseconds(), Stop: a.stop, Timeouts: a.timeouts}
+	ans := jobtype.RenewAnswer{LeaseMs: e.cfg.LeaseTTL.Milliseconds(), Stop: a.stop, Timeouts: a.timeouts}
 	if ans.Stop == nil {
-		ans.Stop = []JobAttempt{}
+		ans.Stop = []jobtype.JobRef{}
 	}
 	if ans.Timeouts == nil {
-		ans.Timeouts = []NewTimeout{}
+		ans.Timeouts = []jobtype.JobTimeout{}
 	}
 	a.stop, a.timeouts = nil, nil
 	return ans, nil
@@ -296,13 +297,13 @@ func (e *Engine) Renew(agentID string) (RenewAnswer, error) {
 
 // Complete records how attempts ended. A repeated, late or unknown report
 // is acknowledged as ignored and changes nothing.
-func (e *Engine) Complete(ctx context.Context, agentID string, results []Result) ([]Ack, error) {
+func (e *Engine) Complete(ctx context.Context, agentID string, results []jobtype.Result) ([]jobtype.Ack, error) {
 	for i := range results {
 		if results[i].ID == "" || results[i].Attempt < 1 {
 			return nil, invalid(fmt.Sprintf("results[%d]", i), "needs an id and an attempt of at least 1")
 		}
 	}
-	acks := make([]Ack, len(results))
+	acks := make([]jobtype.Ack, len(results))
 	e.mu.Lock()
 	_ = e.core.Renew(agentID)
 	now := e.cfg.Now()
@@ -313,26 +314,26 @@ func (e *Engine) Complete(ctx context.Context, agentID string, results []Result)
 	return acks, e.commit(ctx)
 }
 
-func (e *Engine) completeLocked(r *Result, now time.Time) Ack {
+func (e *Engine) completeLocked(r *jobtype.Result, now time.Time) jobtype.Ack {
 	outcome := sched.FailedAttempt
 	if r.Succeeded() {
 		outcome = sched.Succeeded
 	}
 	ack := e.core.Complete(r.ID, r.Attempt, outcome)
 	if ack.Ignored {
-		return Ack{ID: r.ID, Ignored: true}
+		return jobtype.Ack{ID: r.ID, Ignored: true}
 	}
 	r.Output = tail(r.Output, e.cfg.MaxOutput)
 	r.Error = tail(r.Error, 4096)
 	switch {
 	case outcome == sched.Succeeded:
-		e.finished(r.ID, StateSucceeded, now, r)
+		e.finished(r.ID, jobtype.StateSucceeded, now, r)
 	case ack.Retrying:
 		e.requeued(r.ID, ack.RetryAt, r)
 	default:
-		e.finished(r.ID, StateFailed, now, r)
+		e.finished(r.ID, jobtype.StateFailed, now, r)
 	}
-	return Ack{ID: r.ID, Retrying: ack.Retrying}
+	return jobtype.Ack{ID: r.ID, Retrying: ack.Retrying}
 }
 
 // tail keeps the last max bytes of s, cut at a UTF-8 boundary.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // waitStore is a Store whose appended changes never become durable: Wait
@@ -15,10 +16,10 @@ type waitStore struct{ err error }
 
 func (s waitStore) Load(context.Context) (*jobs.Snapshot, error) { return &jobs.Snapshot{}, nil }
 func (s waitStore) Append(...jobs.Op) jobs.Pending               { return pending(s) }
-func (s waitStore) Job(context.Context, int64) (jobs.Job, error) {
-	return jobs.Job{}, &jobs.FieldError{Msg: "no job", Kind: jobs.ErrNotFound}
+func (s waitStore) Job(context.Context, int64) (jobtype.Job, error) {
+	return jobtype.Job{}, &jobs.FieldError{Msg: "no job", Kind: jobs.ErrNotFound}
 }
-func (s waitStore) Jobs(context.Context, jobs.Filter) ([]jobs.Job, error) { return nil, nil }
+func (s waitStore) Jobs(context.Context, jobs.Filter) ([]jobtype.Job, error) { return nil, nil }
 func (s waitStore) WorkflowInfo(context.Context, int64) (string, error) {
 	return "", &jobs.FieldError{Msg: "no workflow", Kind: jobs.ErrNotFound}
 }
@@ -55,7 +56,7 @@ func TestWaitErrors(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			_, err = e.CreateQueue(ctx, jobs.Queue{Name: "q"})
+			_, err = e.CreateQueue(ctx, jobtype.Queue{Name: "q"})
 			if !errors.Is(err, tc.want) || (tc.notStore && errors.Is(err, jobs.ErrStore)) {
 				t.Fatalf("CreateQueue = %v; want an error that is %v (and ErrStore: %v)", err, tc.want, !tc.notStore)
 			}

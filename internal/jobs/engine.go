@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Config configures an Engine.
@@ -86,7 +87,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	core    *sched.Scheduler
-	queues  map[string]Queue
+	queues  map[string]jobtype.Queue
 	limits  map[string]int
 	live    map[string]*liveJob // unfinished jobs by id
 	agents  map[string]*agent
@@ -126,7 +127,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, store: cfg.Store, core: core,
-		queues: map[string]Queue{}, limits: map[string]int{},
+		queues: map[string]jobtype.Queue{}, limits: map[string]int{},
 		live: map[string]*liveJob{}, agents: map[string]*agent{},
 		wake: make(chan struct{}, 1), last: done{},
 	}
@@ -260,15 +261,15 @@ func (e *Engine) applyEventsLocked() {
 	for _, ev := range e.core.Events() {
 		switch ev.Kind {
 		case sched.EventStopped:
-			e.direct(ev.WorkerID, func(a *agent) { a.stop = append(a.stop, JobAttempt{ID: ev.JobID, Attempt: ev.Attempt}) })
+			e.direct(ev.WorkerID, func(a *agent) { a.stop = append(a.stop, jobtype.JobRef{ID: ev.JobID, Attempt: ev.Attempt}) })
 		case sched.EventDowngraded:
 			e.downgraded(ev)
 		case sched.EventRetrying:
 			e.requeued(ev.JobID, ev.At, agentLost(ev))
 		case sched.EventFailed:
-			e.finished(ev.JobID, StateFailed, now, agentLost(ev))
+			e.finished(ev.JobID, jobtype.StateFailed, now, agentLost(ev))
 		case sched.EventCancelled:
-			e.finished(ev.JobID, StateCancelled, now, nil)
+			e.finished(ev.JobID, jobtype.StateCancelled, now, nil)
 		case sched.EventLeaseExpired:
 			e.cfg.Logger.Warn("jobs: agent lease lapsed", "agent", ev.WorkerID)
 			delete(e.agents, ev.WorkerID)
@@ -277,8 +278,8 @@ func (e *Engine) applyEventsLocked() {
 }
 
 // agentLost is the result of an attempt whose agent left or lapsed.
-func agentLost(ev sched.Event) *Result {
-	return &Result{ID: ev.JobID, Attempt: ev.Attempt, ExitCode: -1,
+func agentLost(ev sched.Event) *jobtype.Result {
+	return &jobtype.Result{ID: ev.JobID, Attempt: ev.Attempt, ExitCode: -1,
 		Error: fmt.Sprintf("agent %s left or its lease lapsed while the job ran", ev.WorkerID)}
 }
 
@@ -286,10 +287,10 @@ func agentLost(ev sched.Event) *Result {
 func (e *Engine) downgraded(ev sched.Event) {
 	e.direct(ev.WorkerID, func(a *agent) {
 		if ev.StopNow {
-			a.stop = append(a.stop, JobAttempt{ID: ev.JobID, Attempt: ev.Attempt})
+			a.stop = append(a.stop, jobtype.JobRef{ID: ev.JobID, Attempt: ev.Attempt})
 			return
 		}
-		a.timeouts = append(a.timeouts, NewTimeout{ID: ev.JobID, Attempt: ev.Attempt, TimeoutMs: ev.Duration.Milliseconds()})
+		a.timeouts = append(a.timeouts, jobtype.JobTimeout{ID: ev.JobID, Attempt: ev.Attempt, TimeoutMs: ev.Duration.Milliseconds()})
 	})
 }
 
@@ -300,7 +301,7 @@ func (e *Engine) direct(agentID string, f func(*agent)) {
 }
 
 // requeued records that a job runs again at (or after) at.
-func (e *Engine) requeued(id string, at time.Time, r *Result) {
+func (e *Engine) requeued(id string, at time.Time, r *jobtype.Result) {
 	j := e.live[id]
 	if j == nil {
 		return
@@ -314,7 +315,7 @@ func (e *Engine) requeued(id string, at time.Time, r *Result) {
 }
 
 // finished records a job's final state and forgets it.
-func (e *Engine) finished(id string, s State, at time.Time, r *Result) {
+func (e *Engine) finished(id string, s jobtype.State, at time.Time, r *jobtype.Result) {
 	j := e.live[id]
 	if j == nil {
 		return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // heldStore is a fake Store, named as such: a real database cannot be made
@@ -59,10 +60,10 @@ func TestLeaseAnswerNeverSentHandsTheJobsBack(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	ctx := context.Background()
-	if _, err := e.CreateQueue(ctx, jobs.Queue{Name: "q", Active: true}); err != nil {
+	if _, err := e.CreateQueue(ctx, jobtype.Queue{Name: "q", Active: true}); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := e.Enqueue(ctx, []jobs.JobSpec{{Queue: "q", Payload: []byte(`"x"`)}})
+	ids, err := e.Enqueue(ctx, []jobtype.JobSpec{{Queue: "q", Payload: []byte(`"x"`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +71,13 @@ func TestLeaseAnswerNeverSentHandsTheJobsBack(t *testing.T) {
 	open := store.shut()
 	gaveUp, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = e.Lease(gaveUp, jobs.LeaseRequest{Agent: "a", Slots: 1, Max: 1})
+	_, err = e.Lease(gaveUp, jobtype.LeaseRequest{Agent: "a", Slots: 1, Max: 1})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("lease while the store holds its write: %v, want the agent's deadline", err)
 	}
 	open()
 
-	ans, err := e.Lease(ctx, jobs.LeaseRequest{Agent: "b", Slots: 1, Max: 1})
+	ans, err := e.Lease(ctx, jobtype.LeaseRequest{Agent: "b", Slots: 1, Max: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,36 +9,37 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 var queueName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 // CreateQueue defines a new queue; ErrConflict when it exists.
-func (e *Engine) CreateQueue(ctx context.Context, q Queue) (Queue, error) {
+func (e *Engine) CreateQueue(ctx context.Context, q jobtype.Queue) (jobtype.Queue, error) {
 	if !queueName.MatchString(q.Name) {
-		return Queue{}, invalid("name", "%q is not 1-128 characters of A-Z a-z 0-9 . _ -", q.Name)
+		return jobtype.Queue{}, invalid("name", "%q is not 1-128 characters of A-Z a-z 0-9 . _ -", q.Name)
 	}
 	e.mu.Lock()
 	if _, ok := e.queues[q.Name]; ok {
 		e.mu.Unlock()
-		return Queue{}, conflict("name", "queue %q exists", q.Name)
+		return jobtype.Queue{}, conflict("name", "queue %q exists", q.Name)
 	}
 	return e.putQueueLocked(ctx, q)
 }
 
 // UpdateQueue changes the given fields of a queue.
-func (e *Engine) UpdateQueue(ctx context.Context, name string, p QueuePatch) (Queue, error) {
+func (e *Engine) UpdateQueue(ctx context.Context, name string, p jobtype.QueueUpdate) (jobtype.Queue, error) {
 	e.mu.Lock()
 	q, ok := e.queues[name]
 	if !ok {
 		e.mu.Unlock()
-		return Queue{}, notFound("", "no queue %q", name)
+		return jobtype.Queue{}, notFound("", "no queue %q", name)
 	}
 	applyPatch(&q, p)
 	return e.putQueueLocked(ctx, q)
 }
 
-func applyPatch(q *Queue, p QueuePatch) {
+func applyPatch(q *jobtype.Queue, p jobtype.QueueUpdate) {
 	if p.Priority != nil {
 		q.Priority = *p.Priority
 	}
@@ -61,7 +62,7 @@ func applyPatch(q *Queue, p QueuePatch) {
 
 // putQueueLocked validates q, defines it in the core and stores it; it
 // unlocks e.mu.
-func (e *Engine) putQueueLocked(ctx context.Context, q Queue) (Queue, error) {
+func (e *Engine) putQueueLocked(ctx context.Context, q jobtype.Queue) (jobtype.Queue, error) {
 	q = normalQueue(q)
 	spec, err := coreQueue(q)
 	if err == nil {
@@ -71,7 +72,7 @@ func (e *Engine) putQueueLocked(ctx context.Context, q Queue) (Queue, error) {
 	}
 	if err != nil {
 		e.mu.Unlock()
-		return Queue{}, err
+		return jobtype.Queue{}, err
 	}
 	e.queues[q.Name] = q
 	e.emit(Op{Kind: OpPutQueue, Queue: &q})
@@ -79,7 +80,7 @@ func (e *Engine) putQueueLocked(ctx context.Context, q Queue) (Queue, error) {
 	return q, e.commit(ctx)
 }
 
-func normalQueue(q Queue) Queue {
+func normalQueue(q jobtype.Queue) jobtype.Queue {
 	if q.Order == "" {
 		q.Order = "fifo"
 	}
@@ -93,7 +94,7 @@ func normalQueue(q Queue) Queue {
 }
 
 // coreQueue is q as the core's QueueSpec, or a FieldError.
-func coreQueue(q Queue) (sched.QueueSpec, error) {
+func coreQueue(q jobtype.Queue) (sched.QueueSpec, error) {
 	order, err := parseOrder(q.Order)
 	if err != nil {
 		return sched.QueueSpec{}, err
@@ -126,7 +127,7 @@ func parseOrder(s string) (sched.Order, error) {
 	return 0, invalid("order", "%q is not fifo, strict or random", s)
 }
 
-func coreRetry(r Retry) (sched.RetryPolicy, error) {
+func coreRetry(r jobtype.RetryPolicy) (sched.RetryPolicy, error) {
 	switch {
 	case r.MaxAttempts < 0 || r.MaxAttempts > 1000:
 		return sched.RetryPolicy{}, invalid("maxAttempts", "%d is outside 0..1000", r.MaxAttempts)
@@ -140,21 +141,21 @@ func coreRetry(r Retry) (sched.RetryPolicy, error) {
 }
 
 // Queue returns one queue.
-func (e *Engine) Queue(name string) (Queue, error) {
+func (e *Engine) Queue(name string) (jobtype.Queue, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q, ok := e.queues[name]
 	if !ok {
-		return Queue{}, notFound("", "no queue %q", name)
+		return jobtype.Queue{}, notFound("", "no queue %q", name)
 	}
 	return q, nil
 }
 
 // Queues returns every queue, sorted by name.
-func (e *Engine) Queues() []Queue {
+func (e *Engine) Queues() []jobtype.Queue {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]Queue, 0, len(e.queues))
+	out := make([]jobtype.Queue, 0, len(e.queues))
 	for _, q := range e.queues {
 		out = append(out, q)
 	}
@@ -224,12 +225,12 @@ func (e *Engine) runningIn(queue string) int {
 }
 
 // SetKeyLimit sets (or with 0 removes) the limit of a key or pattern.
-func (e *Engine) SetKeyLimit(ctx context.Context, l KeyLimit) (KeyLimit, error) {
+func (e *Engine) SetKeyLimit(ctx context.Context, l jobtype.KeyLimit) (jobtype.KeyLimit, error) {
 	if l.Pattern == "" {
-		return KeyLimit{}, invalid("pattern", "empty")
+		return jobtype.KeyLimit{}, invalid("pattern", "empty")
 	}
 	if l.Limit < 0 {
-		return KeyLimit{}, invalid("limit", "%d is negative", l.Limit)
+		return jobtype.KeyLimit{}, invalid("limit", "%d is negative", l.Limit)
 	}
 	err := e.change(ctx, func() error {
 		if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
@@ -247,12 +248,12 @@ func (e *Engine) SetKeyLimit(ctx context.Context, l KeyLimit) (KeyLimit, error) 
 }
 
 // KeyLimits returns every limit, sorted by pattern.
-func (e *Engine) KeyLimits() []KeyLimit {
+func (e *Engine) KeyLimits() []jobtype.KeyLimit {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]KeyLimit, 0, len(e.limits))
+	out := make([]jobtype.KeyLimit, 0, len(e.limits))
 	for p, l := range e.limits {
-		out = append(out, KeyLimit{Pattern: p, Limit: l})
+		out = append(out, jobtype.KeyLimit{Pattern: p, Limit: l})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pattern < out[j].Pattern })
 	return out

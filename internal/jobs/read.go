@@ -8,14 +8,14 @@ import (
 )
 
 // Job returns one job.
-func (e *Engine) Job(ctx context.Context, id string) (Job, error) {
+func (e *Engine) Job(ctx context.Context, id string) (jobtype.Job, error) {
 	n, err := parseID("", id)
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	j, err := e.store.Job(ctx, n)
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	e.mu.Lock()
 	e.overlayLocked(&j)
@@ -25,15 +25,15 @@ func (e *Engine) Job(ctx context.Context, id string) (Job, error) {
 
 // Jobs lists jobs in id order. The store tells unfinished from finished
 // jobs; the engine tells a waiting, delayed or queued job apart.
-func (e *Engine) Jobs(ctx context.Context, f Filter) ([]Job, error) {
+func (e *Engine) Jobs(ctx context.Context, f Filter) ([]jobtype.Job, error) {
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
 	}
 	want := f.State
 	switch want {
-	case "", StateRunning, StateSucceeded, StateFailed, StateCancelled:
-	case StateWaiting, StateDelayed, StateQueued:
-		f.State = StateQueued // the store keeps all three as queued
+	case "", jobtype.StateRunning, jobtype.StateSucceeded, jobtype.StateFailed, jobtype.StateCancelled:
+	case jobtype.StateWaiting, jobtype.StateDelayed, jobtype.StateQueued:
+		f.State = jobtype.StateQueued // the store keeps all three as queued
 	default:
 		return nil, invalid("state", "unknown state %q", want)
 	}
@@ -55,7 +55,7 @@ func (e *Engine) Jobs(ctx context.Context, f Filter) ([]Job, error) {
 
 // overlayLocked gives an unfinished job its state as the engine knows it.
 // It also fills in the attempts the job may have.
-func (e *Engine) overlayLocked(j *Job) {
+func (e *Engine) overlayLocked(j *jobtype.Job) {
 	if l := e.live[j.ID]; l != nil {
 		j.State = e.liveStateLocked(l)
 	}
@@ -66,36 +66,36 @@ func (e *Engine) overlayLocked(j *Job) {
 	j.MaxAttempts = max(1, r.MaxAttempts)
 }
 
-func (e *Engine) liveStateLocked(j *liveJob) State {
+func (e *Engine) liveStateLocked(j *liveJob) jobtype.State {
 	switch {
 	case j.running:
-		return StateRunning
+		return jobtype.StateRunning
 	case j.retryAt.After(e.cfg.Now()):
-		return StateDelayed
+		return jobtype.StateDelayed
 	}
 	for _, d := range j.after {
 		if _, ok := e.live[d]; ok {
-			return StateWaiting
+			return jobtype.StateWaiting
 		}
 	}
-	return StateQueued
+	return jobtype.StateQueued
 }
 
 // Workflow returns a workflow and its jobs.
-func (e *Engine) Workflow(ctx context.Context, id string) (Workflow, error) {
+func (e *Engine) Workflow(ctx context.Context, id string) (jobtype.Workflow, error) {
 	n, err := parseID("", id)
 	if err != nil {
-		return Workflow{}, notFound("", "no workflow %q", id)
+		return jobtype.Workflow{}, notFound("", "no workflow %q", id)
 	}
 	name, err := e.store.WorkflowInfo(ctx, n)
 	if err != nil {
-		return Workflow{}, err
+		return jobtype.Workflow{}, err
 	}
-	w := Workflow{ID: id, Name: name, State: "succeeded", Jobs: []Job{}}
+	w := jobtype.Workflow{ID: id, Name: name, State: "succeeded", Jobs: []jobtype.Job{}}
 	for after := int64(0); ; {
 		page, err := e.Jobs(ctx, Filter{Workflow: id, After: after, Limit: 1000})
 		if err != nil {
-			return Workflow{}, err
+			return jobtype.Workflow{}, err
 		}
 		w.Jobs = append(w.Jobs, page...)
 		if len(page) < 1000 {
@@ -107,68 +107,50 @@ func (e *Engine) Workflow(ctx context.Context, id string) (Workflow, error) {
 		switch {
 		case !j.State.Final():
 			w.State = "running"
-		case j.State != StateSucceeded && w.State == "succeeded":
+		case j.State != jobtype.StateSucceeded && w.State == "succeeded":
 			w.State = "failed"
 		}
 	}
 	return w, nil
 }
 
-// The stats types are the /v1 wire types of GET /v1/stats (package
-// jobtype); the aliases keep the engine's names.
-type (
-	// Stats is the state of queues, keys, tiers and agents.
-	Stats = jobtype.Stats
-	// QueueStats is one queue's jobs.
-	QueueStats = jobtype.QueueStats
-	// KeyStats is a key's (or group's) running holders, limit and queued
-	// jobs.
-	KeyStats = jobtype.KeyStats
-	// TierStats is one duration tier.
-	TierStats = jobtype.TierStats
-	// AgentStats is one agent's load.
-	AgentStats = jobtype.AgentStats
-	// Counters are totals since the server started.
-	Counters = jobtype.Counters
-)
-
 // Stats returns the current state of queues, keys, tiers and agents.
-func (e *Engine) Stats() Stats {
+func (e *Engine) Stats() jobtype.Stats {
 	e.mu.Lock()
 	snap := e.core.Snapshot()
 	e.mu.Unlock()
 	return statsOf(snap)
 }
 
-func statsOf(snap sched.Snapshot) Stats {
-	st := Stats{Queues: []QueueStats{}, Keys: keyStats(snap.Keys), Groups: keyStats(snap.Groups),
-		Tiers: []TierStats{}, Agents: []AgentStats{}}
+func statsOf(snap sched.Snapshot) jobtype.Stats {
+	st := jobtype.Stats{Queues: []jobtype.QueueStats{}, Keys: keyStats(snap.Keys), Groups: keyStats(snap.Groups),
+		Tiers: []jobtype.TierStats{}, Agents: []jobtype.AgentStats{}}
 	for _, q := range snap.Queues {
 		by := q.BlockedBy
 		if by == nil {
 			by = map[string]int{}
 		}
-		st.Queues = append(st.Queues, QueueStats{Name: q.Name, Queued: q.Queued, Running: q.Running,
+		st.Queues = append(st.Queues, jobtype.QueueStats{Name: q.Name, Queued: q.Queued, Running: q.Running,
 			Waiting: q.Waiting, Delayed: q.Delayed, Blocked: q.Blocked, BlockedBy: by})
 	}
 	for _, t := range snap.Tiers {
-		st.Tiers = append(st.Tiers, TierStats{Name: t.Name, DurationMs: t.Duration.Milliseconds(),
+		st.Tiers = append(st.Tiers, jobtype.TierStats{Name: t.Name, DurationMs: t.Duration.Milliseconds(),
 			Running: t.Running, Counted: t.Counted, Limit: t.Limit})
 	}
 	for _, w := range snap.Workers {
-		st.Agents = append(st.Agents, AgentStats{ID: w.ID, Slots: w.Slots, Running: w.Running})
+		st.Agents = append(st.Agents, jobtype.AgentStats{ID: w.ID, Slots: w.Slots, Running: w.Running})
 	}
 	c := snap.Counters
-	st.Counters = Counters{Started: int64(c.Started), Succeeded: int64(c.Succeeded), Failed: int64(c.Failed),
+	st.Counters = jobtype.Counters{Started: int64(c.Started), Succeeded: int64(c.Succeeded), Failed: int64(c.Failed),
 		Retried: int64(c.Retried), Cancelled: int64(c.Cancelled), Downgrades: int64(c.Downgrades),
 		LeaseExpiries: int64(c.LeaseExpiries)}
 	return st
 }
 
-func keyStats(ks []sched.KeyUsage) []KeyStats {
-	out := make([]KeyStats, len(ks))
+func keyStats(ks []sched.KeyUsage) []jobtype.KeyStats {
+	out := make([]jobtype.KeyStats, len(ks))
 	for i, k := range ks {
-		out[i] = KeyStats(k)
+		out[i] = jobtype.KeyStats(k)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // restore rebuilds the core from the store: queues, limits, then every
@@ -66,7 +67,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
 			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, retryAt: r.ReadyAt}
 		if r.Running {
-			e.emit(Op{Kind: OpRequeue, ID: r.ID, At: e.cfg.Now(), Result: &Result{ID: cs.ID, Attempt: r.Attempt,
+			e.emit(Op{Kind: OpRequeue, ID: r.ID, At: e.cfg.Now(), Result: &jobtype.Result{ID: cs.ID, Attempt: r.Attempt,
 				ExitCode: -1, Error: "the server stopped while the job ran"}})
 		}
 	}

@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"time"
+
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Store keeps the engine's state durable. It works at the level of queue
@@ -21,9 +23,9 @@ type Store interface {
 	// before. It never blocks on I/O; the caller waits on the result.
 	Append(ops ...Op) Pending
 	// Job reads one job; ErrNotFound when there is none.
-	Job(ctx context.Context, id int64) (Job, error)
+	Job(ctx context.Context, id int64) (jobtype.Job, error)
 	// Jobs lists jobs in id order.
-	Jobs(ctx context.Context, f Filter) ([]Job, error)
+	Jobs(ctx context.Context, f Filter) ([]jobtype.Job, error)
 	// WorkflowInfo reads a workflow's name; ErrNotFound when there is none.
 	WorkflowInfo(ctx context.Context, id int64) (name string, err error)
 	// Close writes what was appended and closes the store.
@@ -38,8 +40,8 @@ type Pending interface {
 
 // Snapshot is what Load reads.
 type Snapshot struct {
-	Queues       []Queue
-	Limits       []KeyLimit
+	Queues       []jobtype.Queue
+	Limits       []jobtype.KeyLimit
 	Jobs         []Record // unfinished, in id order
 	NextJob      int64
 	NextWorkflow int64
@@ -48,7 +50,7 @@ type Snapshot struct {
 // Record is an unfinished job as stored.
 type Record struct {
 	ID       int64
-	Spec     JobSpec // resolved: Tier and TimeoutMs set, After empty
+	Spec     jobtype.JobSpec // resolved: Tier and TimeoutMs set, After empty
 	Workflow int64
 	// Attempt is the number of the last attempt started (0: none yet).
 	Attempt int
@@ -85,10 +87,10 @@ type Op struct {
 	Attempt int
 	Name    string
 	Agent   string
-	State   State
+	State   jobtype.State
 	At      time.Time
-	Queue   *Queue
-	Limit   *KeyLimit
+	Queue   *jobtype.Queue
+	Limit   *jobtype.KeyLimit
 	Record  *Record
-	Result  *Result
+	Result  *jobtype.Result
 }

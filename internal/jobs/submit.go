@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/sched"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Enqueue submits jobs, all or none, and returns their ids in order.
-func (e *Engine) Enqueue(ctx context.Context, specs []JobSpec) ([]string, error) {
+func (e *Engine) Enqueue(ctx context.Context, specs []jobtype.JobSpec) ([]string, error) {
 	if len(specs) == 0 {
 		return nil, invalid("jobs", "empty")
 	}
@@ -74,7 +75,7 @@ func (e *Engine) addLive(r *Record, after []string) {
 
 // prepareLocked checks a job and resolves its tier and dependencies; it
 // returns the stored record and the core's spec.
-func (e *Engine) prepareLocked(sp JobSpec, n int64) (*Record, sched.JobSpec, error) {
+func (e *Engine) prepareLocked(sp jobtype.JobSpec, n int64) (*Record, sched.JobSpec, error) {
 	cs := sched.JobSpec{ID: jobID(n), Queue: sp.Queue, Priority: sp.Priority, Keys: sp.Keys,
 		Group: sp.Group, RunAfterFailure: sp.RunAfterFailure}
 	if err := e.checkBasics(&sp, &cs); err != nil {
@@ -94,7 +95,7 @@ func (e *Engine) prepareLocked(sp JobSpec, n int64) (*Record, sched.JobSpec, err
 
 // checkBasics validates every field but the dependencies and fills the
 // core's spec.
-func (e *Engine) checkBasics(sp *JobSpec, cs *sched.JobSpec) error {
+func (e *Engine) checkBasics(sp *jobtype.JobSpec, cs *sched.JobSpec) error {
 	if sp.Queue == "" {
 		return invalid("queue", "required")
 	}
@@ -132,7 +133,7 @@ func (e *Engine) checkBasics(sp *JobSpec, cs *sched.JobSpec) error {
 	return nil
 }
 
-func checkKeys(sp *JobSpec) error {
+func checkKeys(sp *jobtype.JobSpec) error {
 	for i, k := range sp.Keys {
 		if k == "" || len(k) > 256 || strings.IndexByte(k, 0) >= 0 {
 			return invalid(fmt.Sprintf("keys[%d]", i), "a key is 1-256 bytes without NUL")
@@ -146,7 +147,7 @@ func checkKeys(sp *JobSpec) error {
 
 // resolveTier picks the job's tier from its tier name or timeout and
 // writes the name back into sp.
-func (e *Engine) resolveTier(sp *JobSpec, cs *sched.JobSpec) error {
+func (e *Engine) resolveTier(sp *jobtype.JobSpec, cs *sched.JobSpec) error {
 	tiers := e.cfg.Tiers
 	if sp.TimeoutMs < 0 {
 		return invalid("timeoutMs", "%d is negative", sp.TimeoutMs)
@@ -206,7 +207,7 @@ func (e *Engine) liveDeps(after []string, runAfterFailure bool) ([]string, error
 		if err != nil {
 			return nil, invalid(field, "no job %q", d)
 		}
-		if j.State != StateSucceeded && !runAfterFailure {
+		if j.State != jobtype.StateSucceeded && !runAfterFailure {
 			return nil, invalid(field, "job %s %s, so this job could never run (set runAfterFailure to run it anyway)", d, j.State)
 		}
 	}
@@ -237,17 +238,17 @@ func (e *Engine) EnqueueTargets(ctx context.Context, queue string, targets []str
 	if len(targets) == 0 {
 		return nil, invalid("targets", "no target in the body")
 	}
-	specs := make([]JobSpec, len(targets))
+	specs := make([]jobtype.JobSpec, len(targets))
 	for i, t := range targets {
 		payload, _ := json.Marshal(t)
-		specs[i] = JobSpec{Queue: queue, Payload: payload, Keys: []string{sched.TargetKey(t)}}
+		specs[i] = jobtype.JobSpec{Queue: queue, Payload: payload, Keys: []string{sched.TargetKey(t)}}
 	}
 	return e.Enqueue(ctx, specs)
 }
 
 // SubmitWorkflow submits a workflow atomically and returns its id and the
 // id of each job by name.
-func (e *Engine) SubmitWorkflow(ctx context.Context, w WorkflowSpec) (string, map[string]string, error) {
+func (e *Engine) SubmitWorkflow(ctx context.Context, w jobtype.WorkflowSpec) (string, map[string]string, error) {
 	if len(w.Jobs) == 0 {
 		return "", nil, invalid("jobs", "a workflow needs at least one job")
 	}
@@ -276,7 +277,7 @@ func (e *Engine) SubmitWorkflow(ctx context.Context, w WorkflowSpec) (string, ma
 	return jobID(wf), byName, e.commit(ctx)
 }
 
-func workflowNames(w WorkflowSpec, first int64) (map[string]string, error) {
+func workflowNames(w jobtype.WorkflowSpec, first int64) (map[string]string, error) {
 	byName := make(map[string]string, len(w.Jobs))
 	for i, j := range w.Jobs {
 		if j.Name == "" {
@@ -291,7 +292,7 @@ func workflowNames(w WorkflowSpec, first int64) (map[string]string, error) {
 }
 
 // prepareWorkflow checks each job and turns names into ids and edges.
-func (e *Engine) prepareWorkflow(w WorkflowSpec, wf int64, byName map[string]string) ([]*Record, []sched.JobSpec, []sched.Edge, error) {
+func (e *Engine) prepareWorkflow(w jobtype.WorkflowSpec, wf int64, byName map[string]string) ([]*Record, []sched.JobSpec, []sched.Edge, error) {
 	recs := make([]*Record, len(w.Jobs))
 	core := make([]sched.JobSpec, len(w.Jobs))
 	var edges []sched.Edge
@@ -351,7 +352,7 @@ func mustID(s string) int64 {
 }
 
 // namesInCycle rewrites a cycle error from job ids to the workflow's names.
-func namesInCycle(err error, w WorkflowSpec, first int64) error {
+func namesInCycle(err error, w jobtype.WorkflowSpec, first int64) error {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Cycle == nil {
 		return err
@@ -373,10 +374,10 @@ func namesInCycle(err error, w WorkflowSpec, first int64) error {
 // Cancel withdraws an unfinished job; a running one is told to stop at
 // its agent's next renewal. Dependants are cancelled unless they run
 // after failures.
-func (e *Engine) Cancel(ctx context.Context, id string) (Job, error) {
+func (e *Engine) Cancel(ctx context.Context, id string) (jobtype.Job, error) {
 	n, err := parseID("", id)
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	err = e.change(ctx, func() error {
 		if _, ok := e.live[id]; !ok {
@@ -385,10 +386,10 @@ func (e *Engine) Cancel(ctx context.Context, id string) (Job, error) {
 		return e.cancelLocked(id)
 	})
 	if errors.Is(err, errNotLive) {
-		return Job{}, e.finishedConflict(ctx, n, "cancelled") // read outside the lock
+		return jobtype.Job{}, e.finishedConflict(ctx, n, "cancelled") // read outside the lock
 	}
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	return e.Job(ctx, id)
 }
@@ -400,7 +401,7 @@ func (e *Engine) cancelLocked(id string) error {
 	if err := e.core.Cancel(id); err != nil {
 		return fmt.Errorf("jobs: cancel %s: %w", id, err)
 	}
-	e.finished(id, StateCancelled, e.cfg.Now(), nil)
+	e.finished(id, jobtype.StateCancelled, e.cfg.Now(), nil)
 	return nil
 }
 
@@ -414,32 +415,32 @@ func (e *Engine) finishedConflict(ctx context.Context, n int64, verb string) err
 }
 
 // Retry queues a failed or cancelled job again with fresh attempts.
-func (e *Engine) Retry(ctx context.Context, id string) (Job, error) {
+func (e *Engine) Retry(ctx context.Context, id string) (jobtype.Job, error) {
 	n, err := parseID("", id)
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	// Read outside the lock. A finished job changes only by a retry, which
 	// makes it live: the check under the lock catches a concurrent one.
 	old, err := e.store.Job(ctx, n)
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	wfName, err := e.workflowName(ctx, old)
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	err = e.change(ctx, func() error {
 		if j, ok := e.live[id]; ok {
 			return conflict("", "job %s is %s; only failed or cancelled jobs can be retried", id, e.liveStateLocked(j))
 		}
-		if old.State != StateFailed && old.State != StateCancelled {
+		if old.State != jobtype.StateFailed && old.State != jobtype.StateCancelled {
 			return conflict("", "job %s %s; only failed or cancelled jobs can be retried", id, old.State)
 		}
 		return e.resubmitLocked(old, n, wfName)
 	})
 	if err != nil {
-		return Job{}, err
+		return jobtype.Job{}, err
 	}
 	return e.Job(ctx, id)
 }
@@ -448,7 +449,7 @@ func (e *Engine) Retry(ctx context.Context, id string) (Job, error) {
 // which a retry writes back should a prune have deleted the job and its
 // workflow since it was read. A workflow already gone means the job went
 // with it: the job's own error (not found) is returned.
-func (e *Engine) workflowName(ctx context.Context, old Job) (string, error) {
+func (e *Engine) workflowName(ctx context.Context, old jobtype.Job) (string, error) {
 	if old.Workflow == "" {
 		return "", nil
 	}
@@ -465,7 +466,7 @@ func (e *Engine) workflowName(ctx context.Context, old Job) (string, error) {
 // whole record (and its workflow's name): a prune that deleted the job
 // after Retry read it runs before the reset, and the store then writes
 // the job anew instead of losing it.
-func (e *Engine) resubmitLocked(old Job, n int64, wfName string) error {
+func (e *Engine) resubmitLocked(old jobtype.Job, n int64, wfName string) error {
 	sp := old.JobSpec
 	cs := sched.JobSpec{ID: old.ID, Queue: sp.Queue, Priority: sp.Priority, Keys: sp.Keys,
 		Group: sp.Group, RunAfterFailure: sp.RunAfterFailure}

@@ -27,8 +27,8 @@ func (a *api) listQueues(w http.ResponseWriter, _ *http.Request) error {
 
 // queueOf is the queue a spec creates: an absent active is true, an
 // absent retry one attempt per job.
-func queueOf(s jobtype.QueueSpec) jobs.Queue {
-	q := jobs.Queue{Name: s.Name, Priority: s.Priority, Requires: s.Requires, Order: s.Order, Batch: s.Batch,
+func queueOf(s jobtype.QueueSpec) jobtype.Queue {
+	q := jobtype.Queue{Name: s.Name, Priority: s.Priority, Requires: s.Requires, Order: s.Order, Batch: s.Batch,
 		Active: s.Active == nil || *s.Active}
 	if s.Retry != nil {
 		q.Retry = *s.Retry
@@ -45,7 +45,7 @@ func (a *api) getQueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) updateQueue(w http.ResponseWriter, r *http.Request) error {
-	var p jobs.QueuePatch
+	var p jobtype.QueueUpdate
 	if err := decode(r, &p); err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (a *api) enqueueTargets(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) setLimit(w http.ResponseWriter, r *http.Request) error {
-	var l jobs.KeyLimit
+	var l jobtype.KeyLimit
 	if err := decode(r, &l); err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := jobs.Filter{Queue: q.Get("queue"), State: jobs.State(q.Get("state")), Workflow: q.Get("workflow"), Limit: 100}
+	f := jobs.Filter{Queue: q.Get("queue"), State: jobtype.State(q.Get("state")), Workflow: q.Get("workflow"), Limit: 100}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
@@ -169,7 +169,7 @@ func (a *api) retryJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
-	var spec jobs.WorkflowSpec
+	var spec jobtype.WorkflowSpec
 	if err := decode(r, &spec); err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (a *api) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) lease(w http.ResponseWriter, r *http.Request) error {
-	var req jobs.LeaseRequest
+	var req jobtype.LeaseRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}

@@ -231,7 +231,7 @@ func TestUnleasedJobsGoBackUncounted(t *testing.T) {
 	queue(t, s, map[string]any{"name": "q"})
 	id := enqueue(t, s, map[string]any{"queue": "q"})[0]
 	got := lease(t, s, "a", nil, 1, 1)
-	s.Engine.Unlease([]jobs.LeasedJob{{ID: got[0].ID, Attempt: got[0].Attempt}})
+	s.Engine.Unlease([]jobtype.LeasedJob{{ID: got[0].ID, Attempt: got[0].Attempt}})
 	if st := jobState(t, s, id); st != "queued" {
 		t.Fatalf("unleased job is %s; want queued", st)
 	}

@@ -4,25 +4,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Collector exports the generic jobs' state to Prometheus, read from the
 // engine at each scrape.
 type Collector struct {
-	stats                          func() (jobs.Stats, bool)
+	stats                          func() (jobtype.Stats, bool)
 	queued, running, blocked, keys *prometheus.Desc
 	agents, total                  *prometheus.Desc
 }
 
 // NewCollector returns a Collector of the engine's state.
 func NewCollector(e *jobs.Engine) *Collector {
-	return NewCollectorFunc(func() (jobs.Stats, bool) { return e.Stats(), true })
+	return NewCollectorFunc(func() (jobtype.Stats, bool) { return e.Stats(), true })
 }
 
 // NewCollectorFunc returns a Collector of the state stats returns at each
 // scrape; it exports nothing while stats says there is none (in
 // multi-node mode, a scheduler that does not lead runs no engine).
-func NewCollectorFunc(stats func() (jobs.Stats, bool)) *Collector {
+func NewCollectorFunc(stats func() (jobtype.Stats, bool)) *Collector {
 	return &Collector{
 		stats:   stats,
 		queued:  prometheus.NewDesc("usher_jobs_queued", "Generic jobs ready to run, by queue.", []string{"queue"}, nil),

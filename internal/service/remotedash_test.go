@@ -20,13 +20,13 @@ import (
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/dashboard"
-	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/jobsrole"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/redisq/scheduler"
 	"github.com/usherhq/usher/internal/testbin"
 	"github.com/usherhq/usher/internal/testwait"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // These tests run a queue server of multi-node mode (this package's
@@ -212,7 +212,7 @@ func TestRedisDashboardShowsTheLeadersDeployment(t *testing.T) {
 
 	f.createQueue(t, "scan")
 	dash.untilDoc("the leader's job queue", func(d dashboard.Dashboard) bool {
-		return slices.ContainsFunc(d.Jobs.Queues, func(q jobs.QueueStats) bool { return q.Name == "scan" })
+		return slices.ContainsFunc(d.Jobs.Queues, func(q jobtype.QueueStats) bool { return q.Name == "scan" })
 	})
 
 	crash()

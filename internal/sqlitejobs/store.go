@@ -21,6 +21,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/jobtype"
 )
 
 var schema = []string{`
@@ -63,9 +64,9 @@ const (
 	stCancelled
 )
 
-var stateNames = []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled}
+var stateNames = []jobtype.State{jobtype.StateQueued, jobtype.StateRunning, jobtype.StateSucceeded, jobtype.StateFailed, jobtype.StateCancelled}
 
-func stateCode(s jobs.State) int {
+func stateCode(s jobtype.State) int {
 	for i, n := range stateNames {
 		if n == s {
 			return i
@@ -132,7 +133,7 @@ func (s *Store) loadQueues(ctx context.Context, snap *jobs.Snapshot) error {
 	defer rows.Close()
 	for rows.Next() {
 		var spec []byte
-		var q jobs.Queue
+		var q jobtype.Queue
 		if err := rows.Scan(&spec); err != nil {
 			return fmt.Errorf("sqlitejobs: load queues: %w", err)
 		}
@@ -150,7 +151,7 @@ func (s *Store) loadQueues(ctx context.Context, snap *jobs.Snapshot) error {
 	}
 	defer lrows.Close()
 	for lrows.Next() {
-		var l jobs.KeyLimit
+		var l jobtype.KeyLimit
 		if err := lrows.Scan(&l.Pattern, &l.Limit); err != nil {
 			return fmt.Errorf("sqlitejobs: load limits: %w", err)
 		}
@@ -216,17 +217,17 @@ const jobColumns = `id, queue, state, spec, payload, coalesce(workflow, 0), atte
 	created_at, started_at, finished_at, exit_code, coalesce(output, ''), coalesce(error, '')`
 
 // Job implements jobs.Store.
-func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
+func (s *Store) Job(ctx context.Context, id int64) (jobtype.Job, error) {
 	row := s.db.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id)
 	j, err := scanJob(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return jobs.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
+		return jobtype.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
 	}
 	return j, err
 }
 
 // Jobs implements jobs.Store.
-func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
+func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobtype.Job, error) {
 	q := `SELECT ` + jobColumns + ` FROM jobs WHERE id > ?`
 	args := []any{f.After}
 	if f.Queue != "" {
@@ -248,7 +249,7 @@ func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
 		return nil, fmt.Errorf("sqlitejobs: list jobs: %w", err)
 	}
 	defer rows.Close()
-	out := []jobs.Job{}
+	out := []jobtype.Job{}
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
@@ -261,9 +262,9 @@ func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
 
 type scanner interface{ Scan(...any) error }
 
-func scanJob(r scanner) (jobs.Job, error) {
+func scanJob(r scanner) (jobtype.Job, error) {
 	var (
-		j                         jobs.Job
+		j                         jobtype.Job
 		id, wf, created           int64
 		state                     int
 		spec, payload             []byte
@@ -272,10 +273,10 @@ func scanJob(r scanner) (jobs.Job, error) {
 	err := r.Scan(&id, &j.Queue, &state, &spec, &payload, &wf, &j.Attempt, &j.Agent,
 		&created, &started, &finished, &exitCo, &j.Output, &j.Error)
 	if err != nil {
-		return jobs.Job{}, err
+		return jobtype.Job{}, err
 	}
 	if err := json.Unmarshal(spec, &j.JobSpec); err != nil {
-		return jobs.Job{}, fmt.Errorf("sqlitejobs: job %d: %w", id, err)
+		return jobtype.Job{}, fmt.Errorf("sqlitejobs: job %d: %w", id, err)
 	}
 	j.ID, j.Payload, j.State = fmt.Sprint(id), payload, stateNames[state]
 	if wf != 0 {

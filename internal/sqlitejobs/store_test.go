@@ -10,6 +10,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/jobtype"
 )
 
 func open(t *testing.T, path string) *Store {
@@ -34,7 +35,7 @@ func apply(t *testing.T, s *Store, ops ...jobs.Op) {
 }
 
 func insert(id int64, after ...int64) jobs.Op {
-	return jobs.Op{Kind: jobs.OpInsert, Record: &jobs.Record{ID: id, Spec: jobs.JobSpec{Queue: "q", Tier: "fast", Payload: []byte(`"p"`)},
+	return jobs.Op{Kind: jobs.OpInsert, Record: &jobs.Record{ID: id, Spec: jobtype.JobSpec{Queue: "q", Tier: "fast", Payload: []byte(`"p"`)},
 		After: after, CreatedAt: time.Now()}}
 }
 
@@ -46,14 +47,14 @@ func TestLoadRebuildsFromChanges(t *testing.T) {
 	s := open(t, path)
 	now := time.Now()
 	apply(t, s,
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "q", Order: "strict", Active: true}},
-		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "net:*", Limit: 3}},
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "q", Order: "strict", Active: true}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "net:*", Limit: 3}},
 		jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: now},
 		insert(1), insert(2, 1), insert(3, 1, 2), insert(4),
 		jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 1, Agent: "a", At: now},
-		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{Output: "ok"}},
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateSucceeded, At: now, Result: &jobtype.Result{Output: "ok"}},
 		jobs.Op{Kind: jobs.OpStart, ID: 2, Attempt: 1, Agent: "a", At: now},
-		jobs.Op{Kind: jobs.OpFinish, ID: 4, State: jobs.StateCancelled, At: now},
+		jobs.Op{Kind: jobs.OpFinish, ID: 4, State: jobtype.StateCancelled, At: now},
 	)
 	snap, err := s.Load(context.Background())
 	if err != nil {
@@ -70,7 +71,7 @@ func TestLoadRebuildsFromChanges(t *testing.T) {
 		t.Fatalf("unfinished jobs = %+v; want 2 (running, attempt 1) and 3 after 2 only", snap.Jobs)
 	}
 	j, err := s.Job(context.Background(), 1)
-	if err != nil || j.State != jobs.StateSucceeded || j.Output != "ok" || j.Agent != "a" || j.StartedAt == nil {
+	if err != nil || j.State != jobtype.StateSucceeded || j.Output != "ok" || j.Agent != "a" || j.StartedAt == nil {
 		t.Fatalf("job 1 = %+v, %v", j, err)
 	}
 }
@@ -80,8 +81,8 @@ func TestPruneDeletesOnlyOldFinishedJobs(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "usher.db"))
 	old, now := time.Now().Add(-10*24*time.Hour), time.Now()
 	apply(t, s, insert(1), insert(2), insert(3), insert(4, 1),
-		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateSucceeded, At: old},
-		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobs.StateFailed, At: now},
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateSucceeded, At: old},
+		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobtype.StateFailed, At: now},
 		jobs.Op{Kind: jobs.OpPrune, At: now.Add(-7 * 24 * time.Hour)})
 	for id, want := range map[int64]bool{1: false, 2: true, 3: true, 4: true} {
 		_, err := s.Job(context.Background(), id)
@@ -100,16 +101,16 @@ func TestPruneDeletesOnlyOldFinishedJobs(t *testing.T) {
 func TestRunsOfStartsAndSuccesses(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "usher.db"))
 	now := time.Now()
-	ok := &jobs.Result{}
+	ok := &jobtype.Result{}
 	apply(t, s, insert(1), insert(2), insert(3), insert(4),
 		jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 1, Agent: "a", At: now},
 		jobs.Op{Kind: jobs.OpStart, ID: 2, Attempt: 3, Agent: "a", At: now},
 		jobs.Op{Kind: jobs.OpStart, ID: 3, Attempt: 2, Agent: "a", At: now},
 		jobs.Op{Kind: jobs.OpStart, ID: 4, Attempt: 1, Agent: "b", At: now},
-		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateSucceeded, At: now, Result: ok},
-		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{Output: "said"}},
-		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobs.StateSucceeded, At: now, Result: ok},
-		jobs.Op{Kind: jobs.OpFinish, ID: 4, State: jobs.StateSucceeded, At: now, Result: ok},
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateSucceeded, At: now, Result: ok},
+		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobtype.StateSucceeded, At: now, Result: &jobtype.Result{Output: "said"}},
+		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobtype.StateSucceeded, At: now, Result: ok},
+		jobs.Op{Kind: jobs.OpFinish, ID: 4, State: jobtype.StateSucceeded, At: now, Result: ok},
 	)
 	want := map[int64]struct {
 		attempt int
@@ -118,7 +119,7 @@ func TestRunsOfStartsAndSuccesses(t *testing.T) {
 	}{1: {1, "a", ""}, 2: {3, "a", "said"}, 3: {2, "a", ""}, 4: {1, "b", ""}}
 	for id, w := range want {
 		j, err := s.Job(context.Background(), id)
-		if err != nil || j.State != jobs.StateSucceeded || j.Attempt != w.attempt || j.Agent != w.agent || j.Output != w.output ||
+		if err != nil || j.State != jobtype.StateSucceeded || j.Attempt != w.attempt || j.Agent != w.agent || j.Output != w.output ||
 			j.ExitCode == nil || *j.ExitCode != 0 {
 			t.Errorf("job %d = %+v, %v; want succeeded at attempt %d by %s with output %q", id, j, err, w.attempt, w.agent, w.output)
 		}

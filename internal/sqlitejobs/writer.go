@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // writer holds the one connection that writes, with its statements
@@ -150,7 +151,7 @@ func (w *writer) applyRun(ctx context.Context, tx *sql.Tx, ops []jobs.Op) (int, 
 
 // plainSuccess says whether op records a success with no output or error.
 func plainSuccess(op *jobs.Op) bool {
-	return op.Kind == jobs.OpFinish && op.State == jobs.StateSucceeded && op.Result != nil &&
+	return op.Kind == jobs.OpFinish && op.State == jobtype.StateSucceeded && op.Result != nil &&
 		op.Result.ExitCode == 0 && op.Result.Output == "" && op.Result.Error == ""
 }
 
@@ -241,7 +242,7 @@ func (w *writer) insertAs(ctx context.Context, tx *sql.Tx, stmt string, r *jobs.
 
 // resultArgs are the exit code, output and error of a result, or NULLs
 // (which keep the stored ones) when there is none.
-func resultArgs(r *jobs.Result) (any, any, any) {
+func resultArgs(r *jobtype.Result) (any, any, any) {
 	if r == nil {
 		return nil, nil, nil
 	}

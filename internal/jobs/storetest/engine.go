@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // openEngine opens the real engine on s.
@@ -22,9 +23,9 @@ func openEngine(t *testing.T, s jobs.Store) *jobs.Engine {
 }
 
 // lease asks for up to n jobs as agent.
-func lease(t *testing.T, e *jobs.Engine, agent string, n int) []jobs.LeasedJob {
+func lease(t *testing.T, e *jobs.Engine, agent string, n int) []jobtype.LeasedJob {
 	t.Helper()
-	ans, err := e.Lease(context.Background(), jobs.LeaseRequest{Agent: agent, Slots: n})
+	ans, err := e.Lease(context.Background(), jobtype.LeaseRequest{Agent: agent, Slots: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,27 +54,27 @@ func testEngineRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	ctx := context.Background()
 	s := open(t)
 	e := openEngine(t, s)
-	if _, err := e.CreateQueue(ctx, jobs.Queue{Name: "q", Active: true, Retry: jobs.Retry{MaxAttempts: 2}}); err != nil {
+	if _, err := e.CreateQueue(ctx, jobtype.Queue{Name: "q", Active: true, Retry: jobtype.RetryPolicy{MaxAttempts: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.SetKeyLimit(ctx, jobs.KeyLimit{Pattern: "db", Limit: 2}); err != nil {
+	if _, err := e.SetKeyLimit(ctx, jobtype.KeyLimit{Pattern: "db", Limit: 2}); err != nil {
 		t.Fatal(err)
 	}
-	var specs []jobs.JobSpec
+	var specs []jobtype.JobSpec
 	for range 6 {
-		specs = append(specs, jobs.JobSpec{Queue: "q", Payload: []byte(`"x"`)})
+		specs = append(specs, jobtype.JobSpec{Queue: "q", Payload: []byte(`"x"`)})
 	}
 	if _, err := e.Enqueue(ctx, specs); err != nil {
 		t.Fatal(err)
 	}
-	wf, _, err := e.SubmitWorkflow(ctx, jobs.WorkflowSpec{Name: "w", Jobs: []jobs.WorkflowJob{
-		{Name: "a", JobSpec: jobs.JobSpec{Queue: "q"}}, {Name: "b", JobSpec: jobs.JobSpec{Queue: "q"}}},
-		Edges: []jobs.WorkflowEdge{{From: "a", To: "b"}}})
+	wf, _, err := e.SubmitWorkflow(ctx, jobtype.WorkflowSpec{Name: "w", Jobs: []jobtype.WorkflowJob{
+		{Name: "a", JobSpec: jobtype.JobSpec{Queue: "q"}}, {Name: "b", JobSpec: jobtype.JobSpec{Queue: "q"}}},
+		Edges: []jobtype.WorkflowEdge{{From: "a", To: "b"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := lease(t, e, "agent-1", 4) // jobs 1-4
-	results := []jobs.Result{{ID: got[0].ID, Attempt: got[0].Attempt, Output: "done"},
+	results := []jobtype.Result{{ID: got[0].ID, Attempt: got[0].Attempt, Output: "done"},
 		{ID: got[1].ID, Attempt: got[1].Attempt, ExitCode: 2, Error: "boom"}}
 	if _, err := e.Complete(ctx, "agent-1", results); err != nil {
 		t.Fatal(err)
@@ -96,18 +97,18 @@ func testEngineRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	if q, err := e2.Queue("q"); err != nil || q.Retry.MaxAttempts != 2 {
 		t.Fatalf("queue after restart = %+v, %v", q, err)
 	}
-	if l := e2.KeyLimits(); len(l) != 1 || l[0] != (jobs.KeyLimit{Pattern: "db", Limit: 2}) {
+	if l := e2.KeyLimits(); len(l) != 1 || l[0] != (jobtype.KeyLimit{Pattern: "db", Limit: 2}) {
 		t.Fatalf("limits after restart = %v", l)
 	}
 	w, err := e2.Workflow(ctx, wf)
-	if err != nil || w.Name != "w" || len(w.Jobs) != 2 || w.Jobs[1].State != jobs.StateWaiting {
+	if err != nil || w.Name != "w" || len(w.Jobs) != 2 || w.Jobs[1].State != jobtype.StateWaiting {
 		t.Fatalf("workflow after restart = %+v, %v", w, err)
 	}
-	ids, err := e2.Enqueue(ctx, []jobs.JobSpec{{Queue: "q"}})
+	ids, err := e2.Enqueue(ctx, []jobtype.JobSpec{{Queue: "q"}})
 	if err != nil || ids[0] != "9" {
 		t.Fatalf("the next job is %v, %v; want id 9", ids, err)
 	}
-	wf2, _, err := e2.SubmitWorkflow(ctx, jobs.WorkflowSpec{Name: "w2", Jobs: []jobs.WorkflowJob{{Name: "a", JobSpec: jobs.JobSpec{Queue: "q"}}}})
+	wf2, _, err := e2.SubmitWorkflow(ctx, jobtype.WorkflowSpec{Name: "w2", Jobs: []jobtype.WorkflowJob{{Name: "a", JobSpec: jobtype.JobSpec{Queue: "q"}}}})
 	if err != nil || wf2 != "2" {
 		t.Fatalf("the next workflow is %q, %v; want 2", wf2, err)
 	}
@@ -141,7 +142,7 @@ func (p *pruneAfterRead) prune(kind string) {
 	}
 }
 
-func (p *pruneAfterRead) Job(ctx context.Context, id int64) (jobs.Job, error) {
+func (p *pruneAfterRead) Job(ctx context.Context, id int64) (jobtype.Job, error) {
 	j, err := p.Store.Job(ctx, id)
 	p.prune("job")
 	return j, err
@@ -166,27 +167,27 @@ func testRetryRacingAPrune(t *testing.T, open func(t *testing.T) jobs.Store, inW
 	s := open(t)
 	racy := &pruneAfterRead{Store: s, t: t}
 	e := openEngine(t, racy)
-	if _, err := e.CreateQueue(ctx, jobs.Queue{Name: "q", Active: true, Retry: jobs.Retry{MaxAttempts: 1}}); err != nil {
+	if _, err := e.CreateQueue(ctx, jobtype.Queue{Name: "q", Active: true, Retry: jobtype.RetryPolicy{MaxAttempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	spec := jobs.JobSpec{Queue: "q", Payload: []byte(`"x"`)}
+	spec := jobtype.JobSpec{Queue: "q", Payload: []byte(`"x"`)}
 	var id, wf string
 	if inWorkflow {
 		var ids map[string]string
 		var err error
-		if wf, ids, err = e.SubmitWorkflow(ctx, jobs.WorkflowSpec{Name: "w", Jobs: []jobs.WorkflowJob{{Name: "a", JobSpec: spec}}}); err != nil {
+		if wf, ids, err = e.SubmitWorkflow(ctx, jobtype.WorkflowSpec{Name: "w", Jobs: []jobtype.WorkflowJob{{Name: "a", JobSpec: spec}}}); err != nil {
 			t.Fatal(err)
 		}
 		id = ids["a"]
 	} else {
-		ids, err := e.Enqueue(ctx, []jobs.JobSpec{spec})
+		ids, err := e.Enqueue(ctx, []jobtype.JobSpec{spec})
 		if err != nil {
 			t.Fatal(err)
 		}
 		id = ids[0]
 	}
 	got := lease(t, e, "agent-1", 1)
-	if _, err := e.Complete(ctx, "agent-1", []jobs.Result{{ID: got[0].ID, Attempt: 1, ExitCode: 1, Error: "boom"}}); err != nil {
+	if _, err := e.Complete(ctx, "agent-1", []jobtype.Result{{ID: got[0].ID, Attempt: 1, ExitCode: 1, Error: "boom"}}); err != nil {
 		t.Fatal(err)
 	}
 

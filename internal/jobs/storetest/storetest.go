@@ -15,6 +15,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/testwait"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Opener makes empty durable data for one test and returns a function
@@ -74,7 +75,7 @@ func Insert(id int64, after ...int64) jobs.Op {
 // InsertIn is Insert into a queue and workflow (0: none).
 func InsertIn(queue string, wf, id int64, after ...int64) jobs.Op {
 	return jobs.Op{Kind: jobs.OpInsert, Record: &jobs.Record{ID: id, Workflow: wf,
-		Spec:  jobs.JobSpec{Queue: queue, Tier: "fast", TimeoutMs: 60000, Payload: []byte(`{"n":` + fmt.Sprint(id) + `}`), Keys: []string{"k"}},
+		Spec:  jobtype.JobSpec{Queue: queue, Tier: "fast", TimeoutMs: 60000, Payload: []byte(`{"n":` + fmt.Sprint(id) + `}`), Keys: []string{"k"}},
 		After: after, CreatedAt: time.UnixMilli(1700000000000 + id)}}
 }
 
@@ -87,7 +88,7 @@ func load(t *testing.T, s jobs.Store) *jobs.Snapshot {
 	return snap
 }
 
-func job(t *testing.T, s jobs.Store, id int64) jobs.Job {
+func job(t *testing.T, s jobs.Store, id int64) jobtype.Job {
 	t.Helper()
 	j, err := s.Job(context.Background(), id)
 	if err != nil {
@@ -110,19 +111,19 @@ func testLoadRebuilds(t *testing.T, open func(t *testing.T) jobs.Store) {
 	s := open(t)
 	now := time.UnixMilli(1700000100000)
 	Apply(t, s,
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "q", Order: "strict", Active: true}},
-		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "net:*", Limit: 3}},
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "q", Order: "strict", Active: true}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "net:*", Limit: 3}},
 		jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: now},
 		InsertIn("q", 1, 1), InsertIn("q", 1, 2, 1), InsertIn("q", 1, 3, 2, 1), Insert(4),
 		jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 1, Agent: "a", At: now},
-		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{Output: "ok"}},
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateSucceeded, At: now, Result: &jobtype.Result{Output: "ok"}},
 		jobs.Op{Kind: jobs.OpStart, ID: 2, Attempt: 1, Agent: "a", At: now},
-		jobs.Op{Kind: jobs.OpFinish, ID: 4, State: jobs.StateCancelled, At: now},
+		jobs.Op{Kind: jobs.OpFinish, ID: 4, State: jobtype.StateCancelled, At: now},
 		Insert(5), jobs.Op{Kind: jobs.OpRequeue, ID: 5, At: now.Add(time.Minute)},
 	)
 	snap := load(t, s)
 	if len(snap.Queues) != 1 || snap.Queues[0].Order != "strict" || !snap.Queues[0].Active ||
-		len(snap.Limits) != 1 || snap.Limits[0] != (jobs.KeyLimit{Pattern: "net:*", Limit: 3}) {
+		len(snap.Limits) != 1 || snap.Limits[0] != (jobtype.KeyLimit{Pattern: "net:*", Limit: 3}) {
 		t.Fatalf("queues %v limits %v", snap.Queues, snap.Limits)
 	}
 	if snap.NextJob != 6 || snap.NextWorkflow != 2 {
@@ -158,31 +159,31 @@ func testJobLife(t *testing.T, open func(t *testing.T) jobs.Store) {
 	steps := []struct {
 		name string
 		op   jobs.Op
-		want jobs.Job
+		want jobtype.Job
 	}{
 		{"start", jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 1, Agent: "a1", At: *ms(1)},
-			jobs.Job{State: jobs.StateRunning, Attempt: 1, Agent: "a1", StartedAt: ms(1)}},
-		{"requeue with a result", jobs.Op{Kind: jobs.OpRequeue, ID: 1, At: *ms(2), Result: &jobs.Result{ExitCode: 3, Output: "out", Error: "bad"}},
-			jobs.Job{State: jobs.StateQueued, Attempt: 1, StartedAt: ms(1), ExitCode: code(3), Output: "out", Error: "bad"}},
+			jobtype.Job{State: jobtype.StateRunning, Attempt: 1, Agent: "a1", StartedAt: ms(1)}},
+		{"requeue with a result", jobs.Op{Kind: jobs.OpRequeue, ID: 1, At: *ms(2), Result: &jobtype.Result{ExitCode: 3, Output: "out", Error: "bad"}},
+			jobtype.Job{State: jobtype.StateQueued, Attempt: 1, StartedAt: ms(1), ExitCode: code(3), Output: "out", Error: "bad"}},
 		{"start again", jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 2, Agent: "a2", At: *ms(3)},
-			jobs.Job{State: jobs.StateRunning, Attempt: 2, Agent: "a2", StartedAt: ms(3), ExitCode: code(3), Output: "out", Error: "bad"}},
+			jobtype.Job{State: jobtype.StateRunning, Attempt: 2, Agent: "a2", StartedAt: ms(3), ExitCode: code(3), Output: "out", Error: "bad"}},
 		{"requeue without a result", jobs.Op{Kind: jobs.OpRequeue, ID: 1, At: *ms(4)},
-			jobs.Job{State: jobs.StateQueued, Attempt: 2, StartedAt: ms(3), ExitCode: code(3), Output: "out", Error: "bad"}},
+			jobtype.Job{State: jobtype.StateQueued, Attempt: 2, StartedAt: ms(3), ExitCode: code(3), Output: "out", Error: "bad"}},
 		{"start a third time", jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 3, Agent: "a3", At: *ms(5)},
-			jobs.Job{State: jobs.StateRunning, Attempt: 3, Agent: "a3", StartedAt: ms(5), ExitCode: code(3), Output: "out", Error: "bad"}},
-		{"fail", jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateFailed, At: *ms(6), Result: &jobs.Result{ExitCode: 1, Output: "o2"}},
-			jobs.Job{State: jobs.StateFailed, Attempt: 3, Agent: "a3", StartedAt: ms(5), FinishedAt: ms(6), ExitCode: code(1), Output: "o2"}},
+			jobtype.Job{State: jobtype.StateRunning, Attempt: 3, Agent: "a3", StartedAt: ms(5), ExitCode: code(3), Output: "out", Error: "bad"}},
+		{"fail", jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateFailed, At: *ms(6), Result: &jobtype.Result{ExitCode: 1, Output: "o2"}},
+			jobtype.Job{State: jobtype.StateFailed, Attempt: 3, Agent: "a3", StartedAt: ms(5), FinishedAt: ms(6), ExitCode: code(1), Output: "o2"}},
 		{"reset", jobs.Op{Kind: jobs.OpReset, ID: 1, At: *ms(7)},
-			jobs.Job{State: jobs.StateQueued}},
-		{"cancel without a result", jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateCancelled, At: *ms(8)},
-			jobs.Job{State: jobs.StateCancelled, FinishedAt: ms(8)}},
+			jobtype.Job{State: jobtype.StateQueued}},
+		{"cancel without a result", jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateCancelled, At: *ms(8)},
+			jobtype.Job{State: jobtype.StateCancelled, FinishedAt: ms(8)}},
 	}
 	for _, st := range steps {
 		Apply(t, s, st.op)
 		got := job(t, s, 1)
 		w := st.want
 		w.ID, w.Workflow, w.CreatedAt = "1", "7", time.UnixMilli(1700000000001).UTC()
-		w.JobSpec = jobs.JobSpec{Queue: "q", Tier: "fast", TimeoutMs: 60000, Payload: []byte(`{"n":1}`), Keys: []string{"k"}}
+		w.JobSpec = jobtype.JobSpec{Queue: "q", Tier: "fast", TimeoutMs: 60000, Payload: []byte(`{"n":1}`), Keys: []string{"k"}}
 		if diff := diffJobs(got, w); diff != "" {
 			t.Fatalf("after %s: %s", st.name, diff)
 		}
@@ -193,7 +194,7 @@ func testJobLife(t *testing.T, open func(t *testing.T) jobs.Store) {
 }
 
 // diffJobs describes how got differs from want, or is "".
-func diffJobs(got, want jobs.Job) string {
+func diffJobs(got, want jobtype.Job) string {
 	g, w := fmt.Sprintf("%+v", flat(got)), fmt.Sprintf("%+v", flat(want))
 	if g != w {
 		return fmt.Sprintf("job\n got %s\nwant %s", g, w)
@@ -202,7 +203,7 @@ func diffJobs(got, want jobs.Job) string {
 }
 
 // flat shows a job's pointers by value.
-func flat(j jobs.Job) []any {
+func flat(j jobtype.Job) []any {
 	val := func(p any) any {
 		switch v := p.(type) {
 		case *time.Time:
@@ -223,21 +224,21 @@ func flat(j jobs.Job) []any {
 func testQueuesAndLimits(t *testing.T, open func(t *testing.T) jobs.Store) {
 	s := open(t)
 	Apply(t, s,
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "b", Priority: 1}},
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "a", Retry: jobs.Retry{MaxAttempts: 3, BackoffMs: 10}}},
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "c"}},
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "b", Priority: 5, Requires: []string{"gpu"}}},
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "b", Priority: 1}},
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "a", Retry: jobtype.RetryPolicy{MaxAttempts: 3, BackoffMs: 10}}},
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "c"}},
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "b", Priority: 5, Requires: []string{"gpu"}}},
 		jobs.Op{Kind: jobs.OpDeleteQueue, Name: "c"},
 		jobs.Op{Kind: jobs.OpDeleteQueue, Name: "never"},
-		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "x", Limit: 1}},
-		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "y*", Limit: 2}},
-		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "x", Limit: 4}},
-		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "y*", Limit: 0}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "x", Limit: 1}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "y*", Limit: 2}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "x", Limit: 4}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "y*", Limit: 0}},
 	)
 	snap := load(t, s)
 	got := fmt.Sprintf("%+v %+v", snap.Queues, snap.Limits)
-	want := fmt.Sprintf("%+v %+v", []jobs.Queue{{Name: "a", Retry: jobs.Retry{MaxAttempts: 3, BackoffMs: 10}},
-		{Name: "b", Priority: 5, Requires: []string{"gpu"}}}, []jobs.KeyLimit{{Pattern: "x", Limit: 4}})
+	want := fmt.Sprintf("%+v %+v", []jobtype.Queue{{Name: "a", Retry: jobtype.RetryPolicy{MaxAttempts: 3, BackoffMs: 10}},
+		{Name: "b", Priority: 5, Requires: []string{"gpu"}}}, []jobtype.KeyLimit{{Pattern: "x", Limit: 4}})
 	if got != want {
 		t.Fatalf("queues and limits\n got %s\nwant %s", got, want)
 	}
@@ -251,7 +252,7 @@ func testMissingJobs(t *testing.T, open func(t *testing.T) jobs.Store) {
 	Apply(t, s,
 		jobs.Op{Kind: jobs.OpStart, ID: 9, Attempt: 1, Agent: "a", At: now},
 		jobs.Op{Kind: jobs.OpRequeue, ID: 9, At: now},
-		jobs.Op{Kind: jobs.OpFinish, ID: 9, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{}},
+		jobs.Op{Kind: jobs.OpFinish, ID: 9, State: jobtype.StateSucceeded, At: now, Result: &jobtype.Result{}},
 		jobs.Op{Kind: jobs.OpReset, ID: 9, At: now},
 	)
 	if _, err := s.Job(context.Background(), 9); !errors.Is(err, jobs.ErrNotFound) {
@@ -277,16 +278,16 @@ func testListing(t *testing.T, open func(t *testing.T) jobs.Store) {
 	type model struct {
 		queue string
 		wf    int64
-		state jobs.State
+		state jobtype.State
 	}
 	all := map[int64]model{}
 	var ops []jobs.Op
-	states := []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled}
+	states := []jobtype.State{jobtype.StateQueued, jobtype.StateRunning, jobtype.StateSucceeded, jobtype.StateFailed, jobtype.StateCancelled}
 	for id := int64(1); id <= 120; id++ {
 		m := model{queue: []string{"a", "b", "c"}[id%3], wf: id % 4 % 3, state: states[id%5]}
 		all[id] = m
 		ops = append(ops, InsertIn(m.queue, m.wf, id))
-		if m.state != jobs.StateQueued {
+		if m.state != jobtype.StateQueued {
 			ops = append(ops, jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: 1, Agent: "a", At: now})
 		}
 		if m.state.Final() {
@@ -294,9 +295,9 @@ func testListing(t *testing.T, open func(t *testing.T) jobs.Store) {
 		}
 	}
 	Apply(t, s, ops...)
-	filters := []jobs.Filter{{}, {Queue: "a"}, {State: jobs.StateRunning}, {Workflow: "1"}, {Queue: "b", State: jobs.StateQueued},
-		{Queue: "c", Workflow: "2"}, {Queue: "a", State: jobs.StateFailed, Workflow: "2"}, {State: jobs.StateCancelled, Workflow: "1"},
-		{Queue: "none"}, {Workflow: "3"}, {Workflow: "x"}, {State: "bogus"}, {State: jobs.StateSucceeded}}
+	filters := []jobs.Filter{{}, {Queue: "a"}, {State: jobtype.StateRunning}, {Workflow: "1"}, {Queue: "b", State: jobtype.StateQueued},
+		{Queue: "c", Workflow: "2"}, {Queue: "a", State: jobtype.StateFailed, Workflow: "2"}, {State: jobtype.StateCancelled, Workflow: "1"},
+		{Queue: "none"}, {Workflow: "3"}, {Workflow: "x"}, {State: "bogus"}, {State: jobtype.StateSucceeded}}
 	for _, f := range filters {
 		var want []string
 		for id := int64(1); id <= 120; id++ {
@@ -313,8 +314,8 @@ func testListing(t *testing.T, open func(t *testing.T) jobs.Store) {
 			}
 		}
 	}
-	list, err := s.Jobs(context.Background(), jobs.Filter{State: jobs.StateRunning, After: 50, Limit: 3})
-	if err != nil || len(list) != 3 || list[0].ID != "51" || list[0].State != jobs.StateRunning || list[0].Agent != "a" {
+	list, err := s.Jobs(context.Background(), jobs.Filter{State: jobtype.StateRunning, After: 50, Limit: 3})
+	if err != nil || len(list) != 3 || list[0].ID != "51" || list[0].State != jobtype.StateRunning || list[0].Agent != "a" {
 		t.Fatalf("running after 50, 3 of them = %+v, %v", list, err)
 	}
 }
@@ -353,10 +354,10 @@ func testPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
 		jobs.Op{Kind: jobs.OpWorkflow, ID: 3, Name: "new, empty", At: now},
 		jobs.Op{Kind: jobs.OpWorkflow, ID: 4, Name: "old, empty", At: old},
 		InsertIn("q", 1, 1), Insert(2), Insert(3), Insert(4, 1), InsertIn("q", 2, 5), InsertIn("q", 2, 6),
-		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateSucceeded, At: old},
-		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobs.StateFailed, At: now},
-		jobs.Op{Kind: jobs.OpFinish, ID: 5, State: jobs.StateCancelled, At: old},
-		Insert(7), jobs.Op{Kind: jobs.OpFinish, ID: 7, State: jobs.StateFailed, At: old}, jobs.Op{Kind: jobs.OpReset, ID: 7, At: now},
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateSucceeded, At: old},
+		jobs.Op{Kind: jobs.OpFinish, ID: 3, State: jobtype.StateFailed, At: now},
+		jobs.Op{Kind: jobs.OpFinish, ID: 5, State: jobtype.StateCancelled, At: old},
+		Insert(7), jobs.Op{Kind: jobs.OpFinish, ID: 7, State: jobtype.StateFailed, At: old}, jobs.Op{Kind: jobs.OpReset, ID: 7, At: now},
 		jobs.Op{Kind: jobs.OpPrune, At: now.Add(-7 * 24 * time.Hour)})
 	for id, want := range map[int64]bool{1: false, 2: true, 3: true, 4: true, 5: false, 6: true, 7: true} {
 		_, err := s.Job(context.Background(), id)
@@ -373,7 +374,7 @@ func testPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
 			t.Errorf("workflow %d kept = %v (%v); want %v", id, got, err, want)
 		}
 	}
-	for _, f := range []jobs.Filter{{}, {Queue: "q"}, {Workflow: "2"}, {State: jobs.StateCancelled}} {
+	for _, f := range []jobs.Filter{{}, {Queue: "q"}, {Workflow: "2"}, {State: jobtype.StateCancelled}} {
 		got := pages(t, s, f, 100)
 		want := map[string][]string{"": {"2", "3", "4", "6", "7"}, "2": {"6"}, "cancelled": {}}[f.Workflow+string(f.State)]
 		if f.Queue == "q" {
@@ -398,7 +399,7 @@ func testPrunedIDs(t *testing.T, open func(t *testing.T) jobs.Store) {
 	Apply(t, s, jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: old},
 		Insert(1), InsertIn("q", 1, 2), InsertIn("q", 1, 3))
 	for id := int64(1); id <= 3; id++ {
-		Apply(t, s, jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobs.StateSucceeded, At: old})
+		Apply(t, s, jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobtype.StateSucceeded, At: old})
 	}
 	Apply(t, s, jobs.Op{Kind: jobs.OpPrune, At: time.Now().Add(-7 * 24 * time.Hour)})
 	snap := load(t, s)
@@ -421,8 +422,8 @@ func testResetAfterPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
 	pruned, kept := InsertIn("q", 1, 1, 9), InsertIn("q", 2, 2)
 	Apply(t, s, jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "gone", At: old}, jobs.Op{Kind: jobs.OpWorkflow, ID: 2, Name: "kept", At: old},
 		pruned, kept, Insert(9),
-		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobs.StateFailed, At: old},
-		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobs.StateFailed, At: now, Result: &jobs.Result{ExitCode: 3, Error: "boom"}})
+		jobs.Op{Kind: jobs.OpFinish, ID: 1, State: jobtype.StateFailed, At: old},
+		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobtype.StateFailed, At: now, Result: &jobtype.Result{ExitCode: 3, Error: "boom"}})
 	before := job(t, s, 1)
 	Apply(t, s, jobs.Op{Kind: jobs.OpPrune, At: now.Add(-7 * 24 * time.Hour)})
 	if _, err := s.Job(context.Background(), 1); !errors.Is(err, jobs.ErrNotFound) {
@@ -431,11 +432,11 @@ func testResetAfterPrune(t *testing.T, open func(t *testing.T) jobs.Store) {
 	Apply(t, s, jobs.Op{Kind: jobs.OpReset, ID: 1, At: now, Record: pruned.Record, Name: "gone"},
 		jobs.Op{Kind: jobs.OpReset, ID: 2, At: now, Record: kept.Record, Name: "kept"})
 	want := before
-	want.State, want.Attempt, want.FinishedAt, want.ExitCode, want.Output, want.Error = jobs.StateQueued, 0, nil, nil, "", ""
+	want.State, want.Attempt, want.FinishedAt, want.ExitCode, want.Output, want.Error = jobtype.StateQueued, 0, nil, nil, "", ""
 	if d := diffJobs(job(t, s, 1), want); d != "" {
 		t.Errorf("job 1 reset after its prune: %s", d)
 	}
-	if j := job(t, s, 2); j.State != jobs.StateQueued || j.ExitCode != nil || j.Error != "" || j.Workflow != "2" {
+	if j := job(t, s, 2); j.State != jobtype.StateQueued || j.ExitCode != nil || j.Error != "" || j.Workflow != "2" {
 		t.Errorf("job 2 reset in place: %+v; want queued in workflow 2, its result cleared", j)
 	}
 	for id, want := range map[int64]string{1: "gone", 2: "kept"} {
@@ -462,7 +463,7 @@ func testOrder(t *testing.T, open func(t *testing.T) jobs.Store) {
 	for id := int64(1); id <= n; id++ {
 		s.Append(Insert(id))
 		s.Append(jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: 1, Agent: "a", At: now})
-		last = s.Append(jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{Output: fmt.Sprint(id)}})
+		last = s.Append(jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobtype.StateSucceeded, At: now, Result: &jobtype.Result{Output: fmt.Sprint(id)}})
 	}
 	if err := last.Wait(context.Background()); err != nil {
 		t.Fatal(err)
@@ -480,8 +481,8 @@ func testOrder(t *testing.T, open func(t *testing.T) jobs.Store) {
 	}
 	for id := int64(1); id <= 2*n; id++ {
 		j := job(t, s, id)
-		if id <= n && (j.State != jobs.StateSucceeded || j.Output != fmt.Sprint(id)) ||
-			id > n && (j.State != jobs.StateRunning || j.Attempt != 2) {
+		if id <= n && (j.State != jobtype.StateSucceeded || j.Output != fmt.Sprint(id)) ||
+			id > n && (j.State != jobtype.StateRunning || j.Attempt != 2) {
 			t.Fatalf("job %d = %+v", id, j)
 		}
 	}

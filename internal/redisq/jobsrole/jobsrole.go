@@ -24,6 +24,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq/redisjobs"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/tokens"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // Config sets up a Role.
@@ -180,10 +181,10 @@ func (r *Role) open(ctx context.Context, store *redisjobs.Store, log *slog.Logge
 // Stats is the generic jobs' state of the engine this node runs while it
 // leads; false while it stands by (scheduler.Config.JobsStats, and the
 // usher_jobs_* metrics of `usher scheduler`).
-func (r *Role) Stats() (jobs.Stats, bool) {
+func (r *Role) Stats() (jobtype.Stats, bool) {
 	e := r.engine.Load()
 	if e == nil {
-		return jobs.Stats{}, false
+		return jobtype.Stats{}, false
 	}
 	return e.Stats(), true
 }

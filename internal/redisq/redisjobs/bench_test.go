@@ -15,6 +15,7 @@ import (
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobs/storetest"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // BenchmarkLifecycle writes each job's life (insert, start, finish) from
@@ -42,7 +43,7 @@ func BenchmarkLifecycle(b *testing.B) {
 					id := next.Add(1)
 					s.Append(storetest.Insert(id))
 					s.Append(jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: 1, Agent: "a", At: now})
-					err := s.Append(jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{}}).
+					err := s.Append(jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobtype.StateSucceeded, At: now, Result: &jobtype.Result{}}).
 						Wait(context.Background())
 					if err != nil {
 						b.Error(err)
@@ -115,7 +116,7 @@ func lifeOp(kind jobs.OpKind, id int64, now time.Time) jobs.Op {
 	case jobs.OpStart:
 		return jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: 1, Agent: "a", At: now}
 	}
-	return jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobs.StateSucceeded, At: now, Result: &jobs.Result{}}
+	return jobs.Op{Kind: jobs.OpFinish, ID: id, State: jobtype.StateSucceeded, At: now, Result: &jobtype.Result{}}
 }
 
 // redisCost reads the CPU seconds of Redis's main thread and the

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // stored is a job's hash, parsed.
 type stored struct {
 	id       int64
 	state    int
-	spec     jobs.JobSpec // with its payload
+	spec     jobtype.JobSpec // with its payload
 	workflow int64
 	attempt  int
 	agent    string
@@ -121,8 +122,8 @@ func (p *fieldParser) ids(field string) []int64 {
 
 // job is the job as the API shows it (the engine fills in what only it
 // knows).
-func (st *stored) job() jobs.Job {
-	j := jobs.Job{ID: strconv.FormatInt(st.id, 10), JobSpec: st.spec, State: jobs.State(stateNames[st.state]),
+func (st *stored) job() jobtype.Job {
+	j := jobtype.Job{ID: strconv.FormatInt(st.id, 10), JobSpec: st.spec, State: jobtype.State(stateNames[st.state]),
 		Attempt: st.attempt, Agent: st.agent, Output: st.output, Error: st.errText, ExitCode: st.exitCode,
 		CreatedAt: time.UnixMilli(st.created).UTC(), StartedAt: optTime(st.started), FinishedAt: optTime(st.finished)}
 	if st.workflow != 0 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // script is one batch encoded for applyScript.
@@ -233,7 +234,7 @@ func (e *encoder) finishes(ops []jobs.Op) (int, error) {
 
 // sameResult says whether two results store the same (both none, or the
 // same exit code, output and error).
-func sameResult(a, b *jobs.Result) bool {
+func sameResult(a, b *jobtype.Result) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -242,7 +243,7 @@ func sameResult(a, b *jobs.Result) bool {
 
 // result encodes an attempt's result, or that there is none (the stored
 // one stays).
-func (e *encoder) result(r *jobs.Result) {
+func (e *encoder) result(r *jobtype.Result) {
 	if r == nil {
 		e.add("0")
 		return
@@ -261,9 +262,9 @@ func joinIDs(ids []int64) string {
 	return string(b)
 }
 
-func stateCode(s jobs.State) int {
+func stateCode(s jobtype.State) int {
 	for i, n := range stateNames {
-		if jobs.State(n) == s {
+		if jobtype.State(n) == s {
 			return i
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/usherhq/usher/internal/jobs/storetest"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 var at = time.UnixMilli(1700000600000)
@@ -26,12 +27,12 @@ func start(id int64, attempt int) jobs.Op {
 	return jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: attempt, Agent: fmt.Sprint("agent-", attempt), At: at}
 }
 
-func finish(id int64, s jobs.State, r *jobs.Result) jobs.Op {
+func finish(id int64, s jobtype.State, r *jobtype.Result) jobs.Op {
 	return jobs.Op{Kind: jobs.OpFinish, ID: id, State: s, At: at.Add(time.Duration(id) * time.Second), Result: r}
 }
 
 func requeue(id int64) jobs.Op {
-	return jobs.Op{Kind: jobs.OpRequeue, ID: id, At: at.Add(time.Minute), Result: &jobs.Result{ExitCode: 2, Output: "o", Error: "e"}}
+	return jobs.Op{Kind: jobs.OpRequeue, ID: id, At: at.Add(time.Minute), Result: &jobtype.Result{ExitCode: 2, Output: "o", Error: "e"}}
 }
 
 func reset(id int64) jobs.Op { return jobs.Op{Kind: jobs.OpReset, ID: id, At: at} }
@@ -91,28 +92,28 @@ func diffContents(a, b map[string]string) string {
 // change left.
 func TestFoldedBatch(t *testing.T) {
 	rdb := client(t, redistest.Start(t).URL())
-	ok := &jobs.Result{Output: "done"}
+	ok := &jobtype.Result{Output: "done"}
 	for i, tc := range []struct {
 		name string
 		ops  []jobs.Op
-		want jobs.State // job 1's
+		want jobtype.State // job 1's
 	}{
-		{"insert, start and finish of one job", []jobs.Op{storetest.Insert(1), start(1, 1), finish(1, jobs.StateSucceeded, ok)},
-			jobs.StateSucceeded},
-		{"finished, reset, run again and failed", []jobs.Op{storetest.Insert(1), start(1, 1), finish(1, jobs.StateSucceeded, ok),
-			reset(1), start(1, 1), requeue(1), start(1, 2), finish(1, jobs.StateFailed, nil)}, jobs.StateFailed},
-		{"changes before the insert do nothing", []jobs.Op{start(1, 1), finish(1, jobs.StateSucceeded, ok), reset(1),
-			storetest.Insert(1), start(1, 1)}, jobs.StateRunning},
-		{"finished twice, as two states", []jobs.Op{storetest.Insert(1), finish(1, jobs.StateSucceeded, ok),
-			finish(1, jobs.StateCancelled, nil)}, jobs.StateCancelled},
-		{"a reset of a running job", []jobs.Op{storetest.Insert(1), start(1, 1), reset(1)}, jobs.StateQueued},
-		{"requeued", []jobs.Op{storetest.Insert(1), start(1, 1), requeue(1)}, jobs.StateQueued},
+		{"insert, start and finish of one job", []jobs.Op{storetest.Insert(1), start(1, 1), finish(1, jobtype.StateSucceeded, ok)},
+			jobtype.StateSucceeded},
+		{"finished, reset, run again and failed", []jobs.Op{storetest.Insert(1), start(1, 1), finish(1, jobtype.StateSucceeded, ok),
+			reset(1), start(1, 1), requeue(1), start(1, 2), finish(1, jobtype.StateFailed, nil)}, jobtype.StateFailed},
+		{"changes before the insert do nothing", []jobs.Op{start(1, 1), finish(1, jobtype.StateSucceeded, ok), reset(1),
+			storetest.Insert(1), start(1, 1)}, jobtype.StateRunning},
+		{"finished twice, as two states", []jobs.Op{storetest.Insert(1), finish(1, jobtype.StateSucceeded, ok),
+			finish(1, jobtype.StateCancelled, nil)}, jobtype.StateCancelled},
+		{"a reset of a running job", []jobs.Op{storetest.Insert(1), start(1, 1), reset(1)}, jobtype.StateQueued},
+		{"requeued", []jobs.Op{storetest.Insert(1), start(1, 1), requeue(1)}, jobtype.StateQueued},
 		{"workflows, queues and dependencies", []jobs.Op{
-			{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "a", Priority: 2}}, {Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: at},
+			{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "a", Priority: 2}}, {Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: at},
 			storetest.InsertIn("a", 1, 1), storetest.InsertIn("b", 1, 2, 1), storetest.InsertIn("a", 0, 3, 2),
-			start(1, 1), finish(1, jobs.StateSucceeded, ok), start(2, 1), finish(3, jobs.StateCancelled, nil),
-			{Kind: jobs.OpDeleteQueue, Name: "a"}, {Kind: jobs.OpPutLimit, Limit: &jobs.KeyLimit{Pattern: "k", Limit: 2}}},
-			jobs.StateSucceeded},
+			start(1, 1), finish(1, jobtype.StateSucceeded, ok), start(2, 1), finish(3, jobtype.StateCancelled, nil),
+			{Kind: jobs.OpDeleteQueue, Name: "a"}, {Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "k", Limit: 2}}},
+			jobtype.StateSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			one, each := fmt.Sprintf("{one%d}:", i), fmt.Sprintf("{each%d}:", i)
@@ -134,18 +135,18 @@ func TestFoldedBatch(t *testing.T) {
 
 // checkJob1 checks that Job, Jobs by state and Load all see job 1 in
 // state want.
-func checkJob1(t *testing.T, s *Store, want jobs.State) {
+func checkJob1(t *testing.T, s *Store, want jobtype.State) {
 	t.Helper()
 	ctx := context.Background()
 	if j, err := s.Job(ctx, 1); err != nil || j.State != want {
 		t.Fatalf("job 1 = %+v, %v; want %s", j, err, want)
 	}
-	for _, st := range []jobs.State{jobs.StateQueued, jobs.StateRunning, jobs.StateSucceeded, jobs.StateFailed, jobs.StateCancelled} {
+	for _, st := range []jobtype.State{jobtype.StateQueued, jobtype.StateRunning, jobtype.StateSucceeded, jobtype.StateFailed, jobtype.StateCancelled} {
 		list, err := s.Jobs(ctx, jobs.Filter{State: st, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		listed := slices.ContainsFunc(list, func(j jobs.Job) bool { return j.ID == "1" })
+		listed := slices.ContainsFunc(list, func(j jobtype.Job) bool { return j.ID == "1" })
 		if listed != (st == want) {
 			t.Errorf("job 1 listed as %s: %v; it is %s", st, listed, want)
 		}
@@ -155,7 +156,7 @@ func checkJob1(t *testing.T, s *Store, want jobs.State) {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(snap.Jobs, func(r jobs.Record) bool { return r.ID == 1 })
-	if loaded := i >= 0; loaded != !want.Final() || loaded && snap.Jobs[i].Running != (want == jobs.StateRunning) {
+	if loaded := i >= 0; loaded != !want.Final() || loaded && snap.Jobs[i].Running != (want == jobtype.StateRunning) {
 		t.Errorf("Load has job 1: %v (%+v); want it %s", loaded, snap.Jobs, want)
 	}
 }
@@ -178,7 +179,7 @@ func (o oldBuild) apply(t *testing.T, ops ...jobs.Op) {
 		p + "state:succeeded", p + "state:failed", p + "state:cancelled", p + "finished", p + "queues", p + "limits",
 		p + "workflows", p + "workflows.created", p + "next"}
 	args := []any{o.token, int64(0), int64(0)}
-	result := func(r *jobs.Result) []any {
+	result := func(r *jobtype.Result) []any {
 		if r == nil {
 			return []any{"0", "", "", ""}
 		}
@@ -234,10 +235,10 @@ func testConvert(t *testing.T, rdb redis.UniversalClient) {
 	keys := redisq.NewKeys(redisq.DefaultPrefix)
 	lead(t, rdb, keys, "1:old")
 	old := oldBuild{rdb: rdb, k: newNames(keys.Prefix()), token: "1:old"}
-	old.apply(t, jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "q", Active: true}}, jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: at},
+	old.apply(t, jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "q", Active: true}}, jobs.Op{Kind: jobs.OpWorkflow, ID: 1, Name: "w", At: at},
 		storetest.InsertIn("q", 1, 1), storetest.InsertIn("q", 1, 2, 1), storetest.Insert(3), storetest.Insert(4), storetest.Insert(5, 3, 4))
-	old.apply(t, start(1, 1), start(2, 1), start(3, 1), finish(3, jobs.StateSucceeded, &jobs.Result{Output: "ok"}),
-		finish(4, jobs.StateCancelled, nil), start(5, 1), requeue(5))
+	old.apply(t, start(1, 1), start(2, 1), start(3, 1), finish(3, jobtype.StateSucceeded, &jobtype.Result{Output: "ok"}),
+		finish(4, jobtype.StateCancelled, nil), start(5, 1), requeue(5))
 	oldKeys := []string{redisq.DefaultPrefix + "jobs.ids", redisq.DefaultPrefix + "jobs.state:queued"}
 
 	lead(t, rdb, keys, "2:new")
@@ -279,15 +280,15 @@ func testConvert(t *testing.T, rdb redis.UniversalClient) {
 		}
 		return ids
 	}
-	storetest.Apply(t, s, finish(1, jobs.StateSucceeded, nil), start(5, 2))
+	storetest.Apply(t, s, finish(1, jobtype.StateSucceeded, nil), start(5, 2))
 	for _, c := range []struct {
 		f    jobs.Filter
 		want []string
 	}{
 		{jobs.Filter{}, []string{"1", "2", "3", "4", "5"}},
-		{jobs.Filter{State: jobs.StateRunning}, []string{"2", "5"}},
-		{jobs.Filter{State: jobs.StateSucceeded}, []string{"1", "3"}},
-		{jobs.Filter{State: jobs.StateCancelled}, []string{"4"}},
+		{jobs.Filter{State: jobtype.StateRunning}, []string{"2", "5"}},
+		{jobs.Filter{State: jobtype.StateSucceeded}, []string{"1", "3"}},
+		{jobs.Filter{State: jobtype.StateCancelled}, []string{"4"}},
 		{jobs.Filter{Workflow: "1"}, []string{"1", "2"}},
 	} {
 		if got := listed(c.f); !slices.Equal(got, c.want) {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // readChunk is how many job hashes one pipeline reads.
@@ -61,7 +62,7 @@ func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
 		return fmt.Errorf("redisjobs: load queues: %w", err)
 	}
 	for name, spec := range queues {
-		var q jobs.Queue
+		var q jobtype.Queue
 		if err := json.Unmarshal([]byte(spec), &q); err != nil {
 			return fmt.Errorf("redisjobs: load queue %q: %w", name, err)
 		}
@@ -77,7 +78,7 @@ func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
 		if err != nil {
 			return fmt.Errorf("redisjobs: load limit %q: %q is not an integer", pattern, v)
 		}
-		snap.Limits = append(snap.Limits, jobs.KeyLimit{Pattern: pattern, Limit: n})
+		snap.Limits = append(snap.Limits, jobtype.KeyLimit{Pattern: pattern, Limit: n})
 	}
 	sort.Slice(snap.Limits, func(i, j int) bool { return snap.Limits[i].Pattern < snap.Limits[j].Pattern })
 	return nil
@@ -150,17 +151,17 @@ func (s *Store) read(ctx context.Context, ids []int64) ([]*stored, error) {
 }
 
 // Job implements jobs.Store.
-func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
+func (s *Store) Job(ctx context.Context, id int64) (jobtype.Job, error) {
 	h, err := s.rdb.HGetAll(ctx, s.k.job(id)).Result()
 	if err != nil {
-		return jobs.Job{}, fmt.Errorf("redisjobs: job %d: %w", id, err)
+		return jobtype.Job{}, fmt.Errorf("redisjobs: job %d: %w", id, err)
 	}
 	if len(h) == 0 {
-		return jobs.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
+		return jobtype.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
 	}
 	st, err := parseJob(id, h)
 	if err != nil {
-		return jobs.Job{}, err
+		return jobtype.Job{}, err
 	}
 	return st.job(), nil
 }
@@ -169,8 +170,8 @@ func (s *Store) Job(ctx context.Context, id int64) (jobs.Job, error) {
 // filter names (workflow, queue, a state's — the unfinished jobs for
 // queued; every job: the unfinished and the finished states together)
 // and checks the other conditions on each job read.
-func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobs.Job, error) {
-	out := []jobs.Job{}
+func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobtype.Job, error) {
+	out := []jobtype.Job{}
 	indexes, ok := s.indexes(f)
 	if !ok || f.Limit <= 0 {
 		return out, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/usherhq/usher/internal/jobs/storetest"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // prefixes makes every test's data its own, on one server.
@@ -100,9 +101,9 @@ func testFencing(t *testing.T, rdb redis.UniversalClient) {
 	lead(t, rdb, keys, "2:b")
 	// A mixed batch: hashes, folded index changes, next ids.
 	err := old.Append(jobs.Op{Kind: jobs.OpStart, ID: 1, Attempt: 1, Agent: "x", At: time.Now()}, storetest.Insert(3),
-		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobs.StateSucceeded, At: time.Now(), Result: &jobs.Result{}},
+		jobs.Op{Kind: jobs.OpFinish, ID: 2, State: jobtype.StateSucceeded, At: time.Now(), Result: &jobtype.Result{}},
 		jobs.Op{Kind: jobs.OpWorkflow, ID: 5, Name: "w", At: time.Now()}, storetest.InsertIn("q", 5, 4),
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobs.Queue{Name: "late"}}).Wait(ctx)
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "late"}}).Wait(ctx)
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("a write after losing the lead = %v; want ErrFenced", err)
 	}
@@ -185,18 +186,18 @@ func TestEngineHandover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.CreateQueue(ctx, jobs.Queue{Name: "q", Active: true}); err != nil {
+	if _, err := old.CreateQueue(ctx, jobtype.Queue{Name: "q", Active: true}); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := old.Enqueue(ctx, []jobs.JobSpec{{Queue: "q"}, {Queue: "q"}})
+	ids, err := old.Enqueue(ctx, []jobtype.JobSpec{{Queue: "q"}, {Queue: "q"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lead(t, rdb, keys, "2:b")
-	if _, err := old.Enqueue(ctx, []jobs.JobSpec{{Queue: "q"}}); !errors.Is(err, jobs.ErrStore) {
+	if _, err := old.Enqueue(ctx, []jobtype.JobSpec{{Queue: "q"}}); !errors.Is(err, jobs.ErrStore) {
 		t.Fatalf("the old leader's Enqueue = %v; want ErrStore", err)
 	}
-	if _, err := old.Lease(ctx, jobs.LeaseRequest{Agent: "a", Slots: 1}); !errors.Is(err, jobs.ErrStore) {
+	if _, err := old.Lease(ctx, jobtype.LeaseRequest{Agent: "a", Slots: 1}); !errors.Is(err, jobs.ErrStore) {
 		t.Fatalf("the old leader's Lease = %v; want ErrStore", err)
 	}
 	newStore := New(rdb, keys.Prefix(), Fence{Token: "2:b"}, nil)
@@ -206,14 +207,14 @@ func TestEngineHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	list, err := e.Jobs(ctx, jobs.Filter{})
-	if err != nil || len(list) != 2 || list[0].ID != ids[0] || list[1].State != jobs.StateQueued {
+	if err != nil || len(list) != 2 || list[0].ID != ids[0] || list[1].State != jobtype.StateQueued {
 		t.Fatalf("the new leader's jobs = %+v, %v; want the 2 the old one committed, queued", list, err)
 	}
-	more, err := e.Enqueue(ctx, []jobs.JobSpec{{Queue: "q"}})
+	more, err := e.Enqueue(ctx, []jobtype.JobSpec{{Queue: "q"}})
 	if err != nil || more[0] != "3" {
 		t.Fatalf("the new leader's first id = %v, %v; want 3", more, err)
 	}
-	got, err := e.Lease(ctx, jobs.LeaseRequest{Agent: "b", Slots: 3})
+	got, err := e.Lease(ctx, jobtype.LeaseRequest{Agent: "b", Slots: 3})
 	if err != nil || len(got.Jobs) != 3 || got.Jobs[0].Attempt != 1 {
 		t.Fatalf("the new leader leases %+v, %v; want jobs 1-3 at attempt 1", got, err)
 	}
