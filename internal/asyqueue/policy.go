@@ -93,11 +93,17 @@ func NewWaiting(caps Caps) *Waiting {
 // ErrQueueFull when total (the tasks waiting now, all clients together)
 // or the client's own count is at its cap.
 func (w *Waiting) Admit(client string, total int) error {
-	if total >= w.caps.MaxQueued || w.byClient[client] >= w.caps.MaxQueuedPerClient {
+	if total >= w.caps.MaxQueued || w.ClientFull(client) {
 		return ErrQueueFull
 	}
 	w.byClient[client]++
 	return nil
+}
+
+// ClientFull says whether client is at its own cap, so that a caller whose
+// total is costly to count (multi-node mode asks Redis) can refuse first.
+func (w *Waiting) ClientFull(client string) bool {
+	return w.byClient[client] >= w.caps.MaxQueuedPerClient
 }
 
 // Leave counts one waiting task of client less: it started or left.

@@ -58,6 +58,9 @@ func TestWaitingCaps(t *testing.T) {
 			t.Fatalf("step %d: Admit(%s, %d) = %v, want %v", i, s.client, s.total, err, s.want)
 		}
 	}
+	if !w.ClientFull("a") || w.ClientFull("b") {
+		t.Fatalf("ClientFull: a %v, b %v; want a full, b not", w.ClientFull("a"), w.ClientFull("b"))
+	}
 	w.Leave("a")
 	if err := w.Admit("a", 2); err != nil {
 		t.Fatalf("after a task of a left: %v", err)

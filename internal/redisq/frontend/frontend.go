@@ -127,6 +127,12 @@ func (q *Queue) admit(client string, t sandbox.Task) error {
 	if t.Interactive {
 		return nil
 	}
+	q.mu.Lock()
+	full := q.waiting.ClientFull(client)
+	q.mu.Unlock()
+	if full { // a flooding client costs no Redis round trip
+		return asyqueue.ErrQueueFull
+	}
 	total := q.queuedInRedis()
 	q.mu.Lock()
 	defer q.mu.Unlock()
