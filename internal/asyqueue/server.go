@@ -34,7 +34,18 @@ type Config struct {
 	IdleBeforeRun time.Duration // a client must send `run` this soon after connecting [60 s]
 	// AsyVersion names the asy that runs tasks; it is part of the cache key.
 	AsyVersion string
-	Logger     *slog.Logger
+	// ClientAddress names the client of a request for the per-client cap
+	// (default: the peer's IP, PeerAddress).
+	ClientAddress func(*http.Request) string
+	Logger        *slog.Logger
+}
+
+// ResultCache keeps the outputs of successful runs by key: the SQLite
+// file's resultcache.Cache in the embedded default, Redis in multi-node
+// mode.
+type ResultCache interface {
+	Get(ctx context.Context, key string) (resultcache.Entry, bool, error)
+	Put(ctx context.Context, key string, e resultcache.Entry) error
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -55,6 +66,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IdleBeforeRun <= 0 {
 		c.IdleBeforeRun = time.Minute
+	}
+	if c.ClientAddress == nil {
+		c.ClientAddress = PeerAddress
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -82,7 +96,7 @@ type Server struct {
 	cfg     Config
 	d       Queue
 	uploads *uploads.Store
-	cache   *resultcache.Cache // nil: no result cache
+	cache   ResultCache // nil: no result cache
 	metrics *Metrics
 
 	ctx      context.Context // ends every session when cancelled
@@ -92,7 +106,7 @@ type Server struct {
 // NewServer returns a server that queues with q, keeps uploads in up and,
 // when cache is not nil, answers repeated tasks from it. Sessions end when
 // ctx ends. metrics may be nil.
-func NewServer(ctx context.Context, cfg Config, q Queue, up *uploads.Store, cache *resultcache.Cache, metrics *Metrics) *Server {
+func NewServer(ctx context.Context, cfg Config, q Queue, up *uploads.Store, cache ResultCache, metrics *Metrics) *Server {
 	cfg.setDefaults()
 	return &Server{cfg: cfg, d: q, uploads: up, cache: cache, metrics: metrics, ctx: ctx}
 }
@@ -108,7 +122,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.sessions.Done()
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	sess := &session{srv: s, conn: wire.NewConn(ws, 0, clientVerbs...), client: clientAddress(r)}
+	sess := &session{srv: s, conn: wire.NewConn(ws, 0, clientVerbs...), client: s.cfg.ClientAddress(r)}
 	sess.serve(ctx)
 }
 
@@ -124,8 +138,9 @@ func (s *Server) Wait(ctx context.Context) error {
 	}
 }
 
-// clientAddress is the client's IP, which the per-client queue cap counts.
-func clientAddress(r *http.Request) string {
+// PeerAddress is the IP of the request's peer: the client's address when
+// no proxy stands between.
+func PeerAddress(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr

@@ -160,7 +160,7 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.db = db
-	var cache *resultcache.Cache
+	var cache asyqueue.ResultCache // nil interface: no cache
 	if s.cfg.CacheBytes > 0 {
 		if cache, err = resultcache.Open(ctx, db, s.cfg.CacheBytes, nil); err != nil {
 			return err
