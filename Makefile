@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO ?= go
 BIN := bin/usher
 
-.PHONY: all deps build serve test vet lint unit bench bench-jobs fuzz clean web webcheck webtest
+.PHONY: all deps build serve test vet lint unit bench benchsmoke bench-jobs fuzz clean web webcheck webtest
 
 all: build
 
@@ -26,7 +26,7 @@ lint:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: deps vet lint unit webcheck webtest
+test: deps vet lint unit webcheck webtest benchsmoke
 
 # The browser front end: web/ bundled by esbuild into internal/webapp/dist,
 # which the binary embeds.
@@ -55,6 +55,13 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
+
+# A tiny run of every bench program, so that a command docs/benchmarks.md
+# gives cannot rot unnoticed; its figures mean nothing.
+benchsmoke: build
+	bash bench/cycleratio.sh -n 1 -ops 2000
+	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1
+	cd bench/jobsbench && $(GO) vet . && $(GO) run . -systems usher,usher-redis -n 300 -runs 1 -pickups 2 -pickup-gap 10ms -settle 100ms -usher-concurrency 64 -usher-bin $(CURDIR)/$(BIN)
 
 # usher's generic jobs side by side with hibiken/asynq (on a redis-server)
 # and riverqueue/river (on PostgreSQL), in bench/jobsbench's own module so

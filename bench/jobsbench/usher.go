@@ -106,13 +106,16 @@ func (u *usherSystem) start(ctx context.Context) error {
 		return err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"serve", "--listen", addr, "--data", data, "--backends", "0", "--admin-token", u.token,
+	args := []string{"serve", "--listen", addr, "--data", data, "--backends", "0",
 		"--log-level", "warn", "--shutdown-grace", "5s"}
 	if u.redis != nil {
+		// The leading scheduler serves /v1 and holds its tokens.
 		if err := u.startScheduler(); err != nil {
 			return err
 		}
 		args = append(args, "--redis", "redis://"+u.redis.addr)
+	} else {
+		args = append(args, "--admin-token", u.token)
 	}
 	u.child, err = startChild("usher serve", filepath.Join(u.dir, fmt.Sprintf("usher-%d.log", u.round)), u.dir, nil, syscall.SIGTERM,
 		u.bin, args...)
