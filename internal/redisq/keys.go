@@ -98,6 +98,49 @@ func (k Keys) Dashboard() string { return k.prefix + "scheduler.dashboard" }
 // Epoch counts leaderships (int); a new leader's token carries it.
 func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 
+// Share is a shared project (hash: files, size, created, opened); it has
+// no expiry: the shares' retention is applied by their scripts.
+func (k Keys) Share(id string) string { return k.prefix + "share:" + id }
+
+// ShareGone records why a share is no longer kept (string: expired or
+// deleted, expiring after shares.GoneFor).
+func (k Keys) ShareGone(id string) string { return k.prefix + "share.gone:" + id }
+
+// SharesOpened orders the kept shares by last open (zset: id → Unix
+// seconds).
+func (k Keys) SharesOpened() string { return k.prefix + "shares.opened" }
+
+// SharesBytes is the stored bytes of all kept shares (int).
+func (k Keys) SharesBytes() string { return k.prefix + "shares.bytes" }
+
+// CachePrefix starts the key of every result cache entry (string:
+// CachePrefix + the entry's key holds the encoded entry).
+func (k Keys) CachePrefix() string { return k.prefix + "cache:" }
+
+// CacheUsed orders the result cache's entries by last use (zset: key →
+// Unix milliseconds).
+func (k Keys) CacheUsed() string { return k.prefix + "cache.used" }
+
+// CacheSizes maps each result cache entry to its size (hash: key → bytes).
+func (k Keys) CacheSizes() string { return k.prefix + "cache.sizes" }
+
+// CacheBytes is the size of all result cache entries (int).
+func (k Keys) CacheBytes() string { return k.prefix + "cache.bytes" }
+
+// UploadPrefix starts the key of every stored upload (string: UploadPrefix
+// + its SHA-256 holds the file, expiring MinAge after its last use).
+func (k Keys) UploadPrefix() string { return k.prefix + "upload:" }
+
+// UploadsUsed orders the stored uploads by last use (zset: hash → Unix
+// milliseconds).
+func (k Keys) UploadsUsed() string { return k.prefix + "uploads.used" }
+
+// UploadSizes maps each stored upload to its size (hash: hash → bytes).
+func (k Keys) UploadSizes() string { return k.prefix + "uploads.sizes" }
+
+// UploadsBytes is the size of all stored uploads (int).
+func (k Keys) UploadsBytes() string { return k.prefix + "uploads.bytes" }
+
 // ConsumerGroup is the consumer group backends read Outcoming as.
 const ConsumerGroup = "backend"
 

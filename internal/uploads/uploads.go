@@ -12,6 +12,7 @@ package uploads
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
@@ -71,7 +72,7 @@ func New(cfg Config) *Store {
 // (Hash(data) == hash). It reports whether the file is kept: false when it
 // is larger than the whole store, or when making room would evict a file
 // used less than MinAge ago. Storing a file already present refreshes it.
-func (s *Store) Put(hash string, data []byte) bool {
+func (s *Store) Put(_ context.Context, hash string, data []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
@@ -90,7 +91,7 @@ func (s *Store) Put(hash string, data []byte) bool {
 }
 
 // Get returns the file stored under hash and refreshes its age.
-func (s *Store) Get(hash string) ([]byte, bool) {
+func (s *Store) Get(_ context.Context, hash string) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.entries[hash]
