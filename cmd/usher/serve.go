@@ -21,7 +21,7 @@ type serveOptions struct {
 	logLevel                          slog.Level
 	sandbox                           sandboxFlags
 	cacheBytes, uploadBytes, maxBytes byteSize
-	shareBytes                        byteSize
+	shareBytes, shareQuota            byteSize
 	jobTiers                          string
 	jobsMaxBody                       byteSize
 }
@@ -29,7 +29,7 @@ type serveOptions struct {
 func newServeCommand() *cobra.Command {
 	var (
 		cfg service.Config
-		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10,
+		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10, shareQuota: 1 << 30,
 			jobTiers: "fast=1m,medium=10m@50%,slow=1h@25%", jobsMaxBody: 32 << 20}
 	)
 	cmd := &cobra.Command{
@@ -61,7 +61,7 @@ aborts them.`,
 			cfg.Sandbox = o.sandbox.config(cfg.Logger)
 			cfg.WebApp = webapp.Handler()
 			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
-			cfg.ShareBytes = int64(o.shareBytes)
+			cfg.ShareBytes, cfg.ShareQuota = int64(o.shareBytes), int64(o.shareQuota)
 			tiers, err := jobs.ParseTiers(o.jobTiers)
 			if err != nil {
 				return fmt.Errorf("serve: --job-tiers: %w", err)
@@ -90,6 +90,8 @@ aborts them.`,
 	f.Var(&o.cacheBytes, "cache-bytes", "result cache bound (0 turns the cache off)")
 	f.Var(&o.uploadBytes, "upload-store-bytes", "bound of the store of recent uploads that restore reads")
 	f.Var(&o.shareBytes, "share-bytes", "the most content one shared project holds")
+	f.Var(&o.shareQuota, "share-quota", "the most bytes all shares hold together; new shares beyond it are refused (0: no bound)")
+	f.DurationVar(&cfg.ShareRetention, "share-retention", 0, "a share not opened for this long expires, e.g. 8760h (0: shares are kept for good)")
 	f.IntVar(&cfg.Queue.MaxFiles, "max-files", 32, "most files in one task")
 	f.Var(&o.maxBytes, "max-upload", "most bytes of all files of one task")
 	f.DurationVar(&cfg.Queue.IdleBeforeRun, "idle-before-run", time.Minute, "a client must send run this soon after connecting")
