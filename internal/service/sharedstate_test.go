@@ -1,0 +1,180 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/testwait"
+)
+
+// fakeClock is the stores' injected time.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// queueServersOn starts n queue servers of multi-node mode on one real
+// redis-server, as behind a load balancer, each with its own data file.
+func queueServersOn(t *testing.T, n int, mutate func(*Config)) []*testService {
+	t.Helper()
+	url := redistest.Start(t).URL()
+	var out []*testService
+	for i := range n {
+		out = append(out, startService(t, 0, func(c *Config) {
+			c.Redis = RedisConfig{URL: url, Node: fmt.Sprintf("front-%d", i+1)}
+			if mutate != nil {
+				mutate(c)
+			}
+		}))
+	}
+	return out
+}
+
+// deleteShare serves apiDeleteShare as the admin route will, and calls it.
+func deleteShare(t *testing.T, ts *testService, id string) (int, string) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("DELETE /api/shares/{id}", ts.apiDeleteShare)
+	admin := httptest.NewServer(mux)
+	defer admin.Close()
+	req, _ := http.NewRequest("DELETE", admin.URL+"/api/shares/"+id, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// Each mode's share statuses: made, opened from another queue server (in
+// multi-node mode), expired after the retention (410), refused at the
+// quota (507), deleted by the operator (410).
+func TestShareStatusesInBothModes(t *testing.T) {
+	modes := []struct {
+		name  string
+		start func(t *testing.T, mutate func(*Config)) (a, b *testService)
+	}{
+		{"embedded", func(t *testing.T, mutate func(*Config)) (a, b *testService) {
+			ts := startService(t, 0, mutate)
+			return ts, ts
+		}},
+		{"redis", func(t *testing.T, mutate func(*Config)) (a, b *testService) {
+			fronts := queueServersOn(t, 2, mutate)
+			return fronts[0], fronts[1]
+		}},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			clock := newFakeClock()
+			const quota = 140 // two of these shares (67 and 68 bytes stored), not three
+			a, b := m.start(t, func(c *Config) {
+				c.now, c.ShareRetention, c.ShareQuota = clock.now, 7*24*time.Hour, quota
+			})
+			status, made := call(t, a, "POST", "/api/shares", shareBody("main.asy"))
+			id, _ := made["id"].(string)
+			if status != http.StatusCreated {
+				t.Fatalf("POST on A: %d %v", status, made)
+			}
+			if status, got := call(t, b, "GET", "/api/shares/"+id, ""); status != http.StatusOK || len(got["files"].([]any)) != 1 {
+				t.Fatalf("GET on B of a share made on A: %d %v", status, got)
+			}
+			status, other := call(t, b, "POST", "/api/shares", shareBody("other.asy"))
+			if status != http.StatusCreated {
+				t.Fatalf("second share: %d %v", status, other)
+			}
+			status, full := call(t, a, "POST", "/api/shares", shareBody("third.asy"))
+			if status != http.StatusInsufficientStorage || !strings.Contains(fmt.Sprint(full["error"]), "shares are full") {
+				t.Fatalf("POST beyond the quota: %d %v, want 507", status, full)
+			}
+			clock.advance(6 * 24 * time.Hour)
+			if status, _ := call(t, a, "GET", "/api/shares/"+id, ""); status != http.StatusOK {
+				t.Fatalf("GET within the retention: %d", status)
+			}
+			clock.advance(2 * 24 * time.Hour) // the other share was last opened 8 days ago
+			status, gone := call(t, b, "GET", "/api/shares/"+other["id"].(string), "")
+			if status != http.StatusGone || !strings.Contains(fmt.Sprint(gone["error"]), "not opened for 7 days") {
+				t.Fatalf("GET after the retention: %d %v, want 410 saying it expired", status, gone)
+			}
+			if status, body := deleteShare(t, a, id); status != http.StatusNoContent {
+				t.Fatalf("DELETE: %d %s", status, body)
+			}
+			status, gone = call(t, b, "GET", "/api/shares/"+id, "")
+			if status != http.StatusGone || !strings.Contains(fmt.Sprint(gone["error"]), "deleted by the operator") {
+				t.Fatalf("GET after DELETE: %d %v, want 410", status, gone)
+			}
+			for _, tc := range []struct {
+				id     string
+				status int
+			}{{id, http.StatusNotFound}, {strings.Repeat("A", 22), http.StatusNotFound}, {"nope", http.StatusBadRequest}} {
+				if status, body := deleteShare(t, b, tc.id); status != tc.status || !strings.Contains(body, `"error"`) {
+					t.Fatalf("DELETE %s: %d %s, want %d with an error", tc.id, status, body, tc.status)
+				}
+			}
+		})
+	}
+}
+
+// A file uploaded through queue server A is restored through queue
+// server B: B queues the task with its bytes instead of asking for them.
+func TestUploadOnOneQueueServerRestoresOnAnother(t *testing.T) {
+	fronts := queueServersOn(t, 2, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	src := "draw(unitcircle); // uploaded through A\n"
+	a := dial(t, fronts[0].srv)
+	a.add("main.asy", src, true)
+	a.send("run", nil)
+	rdb, err := redisq.Open(context.Background(), fronts[0].cfg.Redis.URL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	tasksWith := func(content string) int {
+		n := 0
+		keys, _ := rdb.Keys(context.Background(), redisq.DefaultPrefix+"task:*:files").Result()
+		for _, k := range keys {
+			if v, _ := rdb.HGet(context.Background(), k, "main.asy").Result(); v == content {
+				n++
+			}
+		}
+		return n
+	}
+	testwait.Eventually(t, 10*time.Second, func() bool { return tasksWith(src) == 1 }, "A queued the uploaded task")
+
+	miss := dial(t, fronts[1].srv) // the control: a file never uploaded is asked for
+	miss.restore("main.asy", "never uploaded", true)
+	miss.send("run", nil)
+	if m, _ := miss.next(); m.verb != "missing" {
+		t.Fatalf("restore of an unknown file: %s, want missing", m.verb)
+	}
+
+	b := dial(t, fronts[1].srv)
+	b.restore("main.asy", src, true)
+	b.send("run", nil)
+	testwait.Eventually(t, 10*time.Second, func() bool { return tasksWith(src) == 2 }, "B queued the restored task with its bytes")
+}
