@@ -98,13 +98,10 @@ func (k Keys) Dashboard() string { return k.prefix + "scheduler.dashboard" }
 // Epoch counts leaderships (int); a new leader's token carries it.
 func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 
-// Share is a shared project (hash: files, size, created, opened); it has
-// no expiry: the shares' retention is applied by their scripts.
-func (k Keys) Share(id string) string { return k.prefix + "share:" + id }
-
-// ShareGone records why a share is no longer kept (string: expired or
-// deleted, expiring after shares.GoneFor).
-func (k Keys) ShareGone(id string) string { return k.prefix + "share.gone:" + id }
+// Shares holds the kept shares (hash: id → the files as JSON). Shares,
+// the result cache and the recent uploads live in hashes, not a key each,
+// so that their scripts name every key they touch in KEYS.
+func (k Keys) Shares() string { return k.prefix + "shares" }
 
 // SharesOpened orders the kept shares by last open (zset: id → Unix
 // seconds).
@@ -113,32 +110,33 @@ func (k Keys) SharesOpened() string { return k.prefix + "shares.opened" }
 // SharesBytes is the stored bytes of all kept shares (int).
 func (k Keys) SharesBytes() string { return k.prefix + "shares.bytes" }
 
-// CachePrefix starts the key of every result cache entry (string:
-// CachePrefix + the entry's key holds the encoded entry).
-func (k Keys) CachePrefix() string { return k.prefix + "cache:" }
+// SharesGone records why a share is no longer kept (hash: id → expired
+// or deleted).
+func (k Keys) SharesGone() string { return k.prefix + "shares.gone" }
+
+// SharesGoneAt orders the tombstones by when the share went (zset: id →
+// Unix seconds), so that they are forgotten after shares.GoneFor.
+func (k Keys) SharesGoneAt() string { return k.prefix + "shares.gone.at" }
+
+// CacheEntries holds the result cache (hash: key → encoded entry).
+func (k Keys) CacheEntries() string { return k.prefix + "cache.entries" }
 
 // CacheUsed orders the result cache's entries by last use (zset: key →
 // Unix milliseconds).
 func (k Keys) CacheUsed() string { return k.prefix + "cache.used" }
 
-// CacheSizes maps each result cache entry to its size (hash: key → bytes).
-func (k Keys) CacheSizes() string { return k.prefix + "cache.sizes" }
-
-// CacheBytes is the size of all result cache entries (int).
+// CacheBytes is the encoded size of all result cache entries (int).
 func (k Keys) CacheBytes() string { return k.prefix + "cache.bytes" }
 
-// UploadPrefix starts the key of every stored upload (string: UploadPrefix
-// + its SHA-256 holds the file, expiring MinAge after its last use).
-func (k Keys) UploadPrefix() string { return k.prefix + "upload:" }
+// Uploads holds the recent uploads that restore reads (hash: SHA-256 →
+// the file).
+func (k Keys) Uploads() string { return k.prefix + "uploads" }
 
-// UploadsUsed orders the stored uploads by last use (zset: hash → Unix
-// milliseconds).
+// UploadsUsed orders the recent uploads by last use (zset: SHA-256 →
+// Unix milliseconds).
 func (k Keys) UploadsUsed() string { return k.prefix + "uploads.used" }
 
-// UploadSizes maps each stored upload to its size (hash: hash → bytes).
-func (k Keys) UploadSizes() string { return k.prefix + "uploads.sizes" }
-
-// UploadsBytes is the size of all stored uploads (int).
+// UploadsBytes is the size of all recent uploads (int).
 func (k Keys) UploadsBytes() string { return k.prefix + "uploads.bytes" }
 
 // ConsumerGroup is the consumer group backends read Outcoming as.

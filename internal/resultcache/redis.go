@@ -37,42 +37,42 @@ func NewRedis(rdb redis.UniversalClient, keys redisq.Keys, maxBytes int64, now f
 	return &Redis{rdb: rdb, keys: keys, maxBytes: maxBytes, now: now}, nil
 }
 
-// getScript: KEYS[1] the entry, KEYS[2] the zset of last uses; ARGV[1]
-// now, ARGV[2] the entry's key. It marks a present entry used.
+// Both scripts get KEYS [1] the entries (hash), [2] their last uses
+// (zset), [3] their byte total; ARGV[1] now in ms, ARGV[2] the entry's key.
+
+// getScript returns the entry and marks it used.
 var getScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then redis.call('ZADD', KEYS[2], 'XX', ARGV[1], ARGV[2]) end
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if v then redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2]) end
 return v
 `)
 
-// putScript: KEYS[1] the entry, KEYS[2] the zset of last uses, KEYS[3]
-// the sizes, KEYS[4] the byte total; ARGV[1] now, ARGV[2] the key,
-// ARGV[3] the encoded entry, ARGV[4] its size, ARGV[5] the bound, ARGV[6]
-// the prefix of entry keys (under the same hash tag). It returns the
-// byte total after evicting.
+// putScript: ARGV[3] the encoded entry, ARGV[4] the bound. It stores the
+// entry, evicts the least recently used until the total fits, and
+// returns the total.
 var putScript = redis.NewScript(`
-local old = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')
-redis.call('SET', KEYS[1], ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+local old = redis.call('HSTRLEN', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
-local total = redis.call('INCRBY', KEYS[4], tonumber(ARGV[4]) - old)
-local bound = tonumber(ARGV[5])
+local total = redis.call('INCRBY', KEYS[3], string.len(ARGV[3]) - old)
+local bound = tonumber(ARGV[4])
 while total > bound do
 	local victim = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 	if not victim then break end
-	local size = tonumber(redis.call('HGET', KEYS[3], victim) or '0')
-	redis.call('DEL', ARGV[6] .. victim)
-	redis.call('HDEL', KEYS[3], victim)
+	total = redis.call('DECRBY', KEYS[3], redis.call('HSTRLEN', KEYS[1], victim))
+	redis.call('HDEL', KEYS[1], victim)
 	redis.call('ZREM', KEYS[2], victim)
-	total = redis.call('DECRBY', KEYS[4], size)
 end
 return total
 `)
 
+func (c *Redis) scriptKeys() []string {
+	return []string{c.keys.CacheEntries(), c.keys.CacheUsed(), c.keys.CacheBytes()}
+}
+
 // Get returns the entry stored under key and marks it used.
 func (c *Redis) Get(ctx context.Context, key string) (Entry, bool, error) {
-	blob, err := getScript.Run(ctx, c.rdb, []string{c.keys.CachePrefix() + key, c.keys.CacheUsed()},
-		c.now().UnixMilli(), key).Text()
+	blob, err := getScript.Run(ctx, c.rdb, c.scriptKeys(), c.now().UnixMilli(), key).Text()
 	if errors.Is(err, redis.Nil) {
 		return Entry{}, false, nil
 	}
@@ -87,14 +87,14 @@ func (c *Redis) Get(ctx context.Context, key string) (Entry, bool, error) {
 }
 
 // Put stores e under key and evicts the least recently used entries
-// beyond the bound. An entry larger than the whole cache is not stored.
+// beyond the bound, counting each entry's encoded bytes (what Redis
+// holds). An entry larger than the whole cache is not stored.
 func (c *Redis) Put(ctx context.Context, key string, e Entry) error {
-	size := e.Size()
-	if size > c.maxBytes {
+	blob := encode(e)
+	if int64(len(blob)) > c.maxBytes {
 		return nil
 	}
-	keys := []string{c.keys.CachePrefix() + key, c.keys.CacheUsed(), c.keys.CacheSizes(), c.keys.CacheBytes()}
-	err := putScript.Run(ctx, c.rdb, keys, c.now().UnixMilli(), key, encode(e), size, c.maxBytes, c.keys.CachePrefix()).Err()
+	err := putScript.Run(ctx, c.rdb, c.scriptKeys(), c.now().UnixMilli(), key, blob, c.maxBytes).Err()
 	if err != nil {
 		return fmt.Errorf("resultcache: put: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +61,7 @@ func TestRedisEntryFromAnotherQueueServer(t *testing.T) {
 
 func TestRedisEvictsLeastRecentlyUsed(t *testing.T) {
 	ctx := context.Background()
-	size := entry("aaaa").Size()
+	size := int64(len(encode(entry("aaaa"))))
 	caches, _ := redisCaches(t, 2, 3*size)
 	for _, k := range []string{"a", "b", "c"} {
 		if err := caches[0].Put(ctx, k, entry(strings.Repeat(k, 4))); err != nil {
@@ -138,17 +137,16 @@ func TestRedisBoundHoldsUnderConcurrentWriters(t *testing.T) {
 		t.Fatalf("the byte count reached %d, beyond %d", most, maxBytes)
 	}
 	total, _ := rdb.Get(ctx, redisKeys.CacheBytes()).Int64()
-	sizes, _ := rdb.HGetAll(ctx, redisKeys.CacheSizes()).Result()
+	entries, _ := rdb.HGetAll(ctx, redisKeys.CacheEntries()).Result()
 	var sum int64
-	for k, v := range sizes {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		sum += n
-		if l, _ := rdb.StrLen(ctx, redisKeys.CachePrefix()+k).Result(); l == 0 {
-			t.Fatalf("entry %s is sized but absent", k)
+	for k, v := range entries {
+		sum += int64(len(v))
+		if _, err := rdb.ZScore(ctx, redisKeys.CacheUsed(), k).Result(); err != nil {
+			t.Fatalf("entry %s has no last use: %v", k, err)
 		}
 	}
-	keys, _ := rdb.Keys(ctx, redisKeys.CachePrefix()+"*").Result()
-	if total != sum || total > maxBytes || len(keys) != len(sizes) {
-		t.Fatalf("byte count %d, sum of sizes %d, bound %d; %d entries, %d sized", total, sum, maxBytes, len(keys), len(sizes))
+	used, _ := rdb.ZCard(ctx, redisKeys.CacheUsed()).Result()
+	if total != sum || total > maxBytes || int(used) != len(entries) {
+		t.Fatalf("byte count %d, sum of entries %d, bound %d; %d entries, %d in the zset", total, sum, maxBytes, len(entries), used)
 	}
 }

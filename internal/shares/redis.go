@@ -26,94 +26,102 @@ func NewRedis(rdb redis.UniversalClient, keys redisq.Keys, cfg Config) *Redis {
 	return &Redis{rdb: rdb, keys: keys, cfg: cfg.withDefaults()}
 }
 
-// expireLua turns the shares not opened since the cutoff into tombstones,
-// at most 1000 per call, counting them in `expired`. KEYS[3] is the zset
-// of last opens, KEYS[4] the byte total; ARGV[1] now, ARGV[2] the
-// retention (0: none), ARGV[3] and ARGV[4] the prefixes of share and
-// tombstone keys (under the same hash tag), ARGV[5] a tombstone's life.
+// Every script gets the same KEYS: [1] the shares (hash), [2] their last
+// opens (zset), [3] their byte total, [4] the tombstones (hash), [5] when
+// each share went (zset). ARGV[1] is now and ARGV[2] the retention, in
+// seconds (0: none), ARGV[3] a tombstone's life.
+
+// expireLua turns the shares not opened within the retention into
+// tombstones (at most 1000 per call, counted in `expired`) and forgets
+// tombstones older than a tombstone's life.
 const expireLua = `
 local now, ret = tonumber(ARGV[1]), tonumber(ARGV[2])
+local function bury(id, why)
+	redis.call('DECRBY', KEYS[3], redis.call('HSTRLEN', KEYS[1], id))
+	redis.call('HDEL', KEYS[1], id)
+	redis.call('ZREM', KEYS[2], id)
+	redis.call('HSET', KEYS[4], id, why)
+	redis.call('ZADD', KEYS[5], now, id)
+end
 local expired = 0
 if ret > 0 then
-	for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - ret, 'LIMIT', 0, 1000)) do
-		local key = ARGV[3] .. old
-		redis.call('DECRBY', KEYS[4], tonumber(redis.call('HGET', key, 'size') or '0'))
-		redis.call('DEL', key)
-		redis.call('ZREM', KEYS[3], old)
-		redis.call('SET', ARGV[4] .. old, 'expired', 'EX', ARGV[5])
+	for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - ret, 'LIMIT', 0, 1000)) do
+		bury(old, 'expired')
 		expired = expired + 1
 	end
 end
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[3]), 'LIMIT', 0, 1000)) do
+	redis.call('HDEL', KEYS[4], old)
+	redis.call('ZREM', KEYS[5], old)
+end
 `
 
-// putScript: KEYS[1] the share, KEYS[2] its tombstone; ARGV[6] the id,
-// ARGV[7] its stored files, ARGV[8] their size, ARGV[9] the quota (0:
-// none). It returns {1} when stored, {0} when kept already (its age
+// putScript: ARGV[4] the id, ARGV[5] its stored files, ARGV[6] the quota
+// (0: none). It returns {1} when stored, {0} when kept already (its age
 // restarts), {-1, used} when the quota refuses it.
 var putScript = redis.NewScript(expireLua + `
-if redis.call('EXISTS', KEYS[1]) == 1 then
-	redis.call('HSET', KEYS[1], 'opened', now)
-	redis.call('ZADD', KEYS[3], now, ARGV[6])
+local id = ARGV[4]
+if redis.call('HEXISTS', KEYS[1], id) == 1 then
+	redis.call('ZADD', KEYS[2], now, id)
 	return {0, 0}
 end
-local size, quota = tonumber(ARGV[8]), tonumber(ARGV[9])
-local used = tonumber(redis.call('GET', KEYS[4]) or '0')
+local size, quota = string.len(ARGV[5]), tonumber(ARGV[6])
+local used = tonumber(redis.call('GET', KEYS[3]) or '0')
 if quota > 0 and used + size > quota then
 	return {-1, used}
 end
-redis.call('HSET', KEYS[1], 'files', ARGV[7], 'size', size, 'created', now, 'opened', now)
-redis.call('ZADD', KEYS[3], now, ARGV[6])
-redis.call('INCRBY', KEYS[4], size)
-redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], id, ARGV[5])
+redis.call('ZADD', KEYS[2], now, id)
+redis.call('INCRBY', KEYS[3], size)
+redis.call('HDEL', KEYS[4], id)
+redis.call('ZREM', KEYS[5], id)
 return {1, 0}
 `)
 
 // pruneScript expires what expireLua finds and returns how many.
 var pruneScript = redis.NewScript(expireLua + `return expired`)
 
-// getScript: KEYS as putScript's; ARGV[1] now, ARGV[2] the retention,
-// ARGV[3] the id, ARGV[4] a tombstone's life. It returns {'ok', files},
-// {'gone', reason} or {'none', ""}, and counts a kept share as opened.
+// getScript: ARGV[4] the id. It returns {'ok', files}, {'gone', reason}
+// or {'none', ""}, and counts a kept share as opened.
 var getScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'files', 'opened', 'size')
-if not h[1] then
-	local why = redis.call('GET', KEYS[2])
+local now, ret, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[4]
+local files = redis.call('HGET', KEYS[1], id)
+if not files then
+	local why = redis.call('HGET', KEYS[4], id)
 	if why then return {'gone', why} end
 	return {'none', ''}
 end
-local now, ret = tonumber(ARGV[1]), tonumber(ARGV[2])
-if ret > 0 and tonumber(h[2]) <= now - ret then
-	redis.call('DEL', KEYS[1])
-	redis.call('ZREM', KEYS[3], ARGV[3])
-	redis.call('DECRBY', KEYS[4], tonumber(h[3]))
-	redis.call('SET', KEYS[2], 'expired', 'EX', ARGV[4])
+if ret > 0 and tonumber(redis.call('ZSCORE', KEYS[2], id) or '0') <= now - ret then
+	redis.call('DECRBY', KEYS[3], string.len(files))
+	redis.call('HDEL', KEYS[1], id)
+	redis.call('ZREM', KEYS[2], id)
+	redis.call('HSET', KEYS[4], id, 'expired')
+	redis.call('ZADD', KEYS[5], now, id)
 	return {'gone', 'expired'}
 end
-redis.call('HSET', KEYS[1], 'opened', now)
-redis.call('ZADD', KEYS[3], now, ARGV[3])
-return {'ok', h[1]}
+redis.call('ZADD', KEYS[2], now, id)
+return {'ok', files}
 `)
 
-// deleteScript: KEYS as putScript's; ARGV[1] the id, ARGV[2] a
-// tombstone's life. It returns 1 when a kept share was deleted.
+// deleteScript: ARGV[4] the id. It returns 1 when a kept share was
+// deleted.
 var deleteScript = redis.NewScript(`
-local size = redis.call('HGET', KEYS[1], 'size')
-if not size then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('DECRBY', KEYS[4], tonumber(size))
-redis.call('SET', KEYS[2], 'deleted', 'EX', ARGV[2])
+local size = redis.call('HSTRLEN', KEYS[1], ARGV[4])
+if redis.call('HDEL', KEYS[1], ARGV[4]) == 0 then return 0 end
+redis.call('DECRBY', KEYS[3], size)
+redis.call('ZREM', KEYS[2], ARGV[4])
+redis.call('HSET', KEYS[4], ARGV[4], 'deleted')
+redis.call('ZADD', KEYS[5], ARGV[1], ARGV[4])
 return 1
 `)
 
-func (s *Redis) scriptKeys(id string) []string {
-	return []string{s.keys.Share(id), s.keys.ShareGone(id), s.keys.SharesOpened(), s.keys.SharesBytes()}
+func (s *Redis) scriptKeys() []string {
+	return []string{s.keys.Shares(), s.keys.SharesOpened(), s.keys.SharesBytes(), s.keys.SharesGone(), s.keys.SharesGoneAt()}
 }
 
-// expireArgs are ARGV[1..5] of expireLua.
-func (s *Redis) expireArgs() []any {
-	return []any{s.cfg.Now().Unix(), int64(s.cfg.Retention.Seconds()), s.keys.Share(""), s.keys.ShareGone(""),
-		int64(GoneFor.Seconds())}
+// args are ARGV: now, the retention and a tombstone's life, then more.
+func (s *Redis) args(more ...any) []any {
+	return append([]any{s.cfg.Now().Unix(), int64(s.cfg.Retention.Seconds()), int64(GoneFor.Seconds())}, more...)
 }
 
 // MaxBytes is the most content one share may hold.
@@ -125,8 +133,7 @@ func (s *Redis) Put(ctx context.Context, files []File) (id string, created bool,
 	if err != nil {
 		return "", false, err
 	}
-	args := append(s.expireArgs(), id, data, len(data), s.cfg.Quota)
-	res, err := putScript.Run(ctx, s.rdb, s.scriptKeys(id), args...).Int64Slice()
+	res, err := putScript.Run(ctx, s.rdb, s.scriptKeys(), s.args(id, data, s.cfg.Quota)...).Int64Slice()
 	if err != nil {
 		return "", false, fmt.Errorf("shares: put: %w", err)
 	}
@@ -141,8 +148,7 @@ func (s *Redis) Get(ctx context.Context, id string) ([]File, error) {
 	if !validID(id) {
 		return nil, ErrBadID
 	}
-	res, err := getScript.Run(ctx, s.rdb, s.scriptKeys(id), s.cfg.Now().Unix(), int64(s.cfg.Retention.Seconds()),
-		id, int64(GoneFor.Seconds())).StringSlice()
+	res, err := getScript.Run(ctx, s.rdb, s.scriptKeys(), s.args(id)...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("shares: get: %w", err)
 	}
@@ -161,7 +167,7 @@ func (s *Redis) Delete(ctx context.Context, id string) error {
 	if !validID(id) {
 		return ErrBadID
 	}
-	n, err := deleteScript.Run(ctx, s.rdb, s.scriptKeys(id), id, int64(GoneFor.Seconds())).Int()
+	n, err := deleteScript.Run(ctx, s.rdb, s.scriptKeys(), s.args(id)...).Int()
 	if err != nil {
 		return fmt.Errorf("shares: delete: %w", err)
 	}
@@ -171,12 +177,11 @@ func (s *Redis) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Prune expires shares past their retention (tombstones expire on their
-// own in Redis).
+// Prune expires shares past their retention and forgets old tombstones.
 func (s *Redis) Prune(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := pruneScript.Run(ctx, s.rdb, s.scriptKeys(""), s.expireArgs()...).Int()
+		n, err := pruneScript.Run(ctx, s.rdb, s.scriptKeys(), s.args()...).Int()
 		if err != nil {
 			return total, fmt.Errorf("shares: prune: %w", err)
 		}

@@ -261,21 +261,29 @@ func TestPruneExpiresUnopenedShares(t *testing.T) {
 }
 
 func TestTombstonesAreForgottenAfterGoneFor(t *testing.T) {
-	b := sqliteBackend(t) // Redis expires its tombstones by key expiry, on its own clock
-	ctx := context.Background()
-	c := newClock()
-	s := b.open(t, testConfig(c))
-	id, _, _ := s.Put(ctx, project)
-	if err := s.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	c.advance(GoneFor + time.Second)
-	if _, err := s.Prune(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Get long after the delete = %v, want ErrNotFound", err)
-	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		c := newClock()
+		s := b.open(t, testConfig(c))
+		id, _, _ := s.Put(ctx, project)
+		if err := s.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		c.advance(GoneFor - time.Second)
+		if _, err := s.Prune(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, id); !errors.Is(err, ErrGone) {
+			t.Fatalf("Get just within GoneFor of the delete = %v, want ErrGone", err)
+		}
+		c.advance(2 * time.Second)
+		if _, err := s.Prune(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get long after the delete = %v, want ErrNotFound", err)
+		}
+	})
 }
 
 // At the quota a new share is refused with ErrFull; one shared before

@@ -15,8 +15,9 @@ import (
 // through any (docs/redis.md, "What queue servers share"). It keeps the
 // in-memory Store's two promises — a file stays at least MinAge after its
 // last store or restore, and the store never holds more than MaxBytes —
-// with one difference: a file goes at MinAge after its last use (its key
-// expires) instead of waiting to be evicted, so an idle store shrinks.
+// with one difference: files unused for MinAge are dropped by the next
+// store (of any file, by any queue server) instead of only when room is
+// needed, so the store does not stay full of files nobody restores.
 // Each change is one Lua script, so the byte total is exact with any
 // number of queue servers writing at once.
 type Redis struct {
@@ -27,7 +28,8 @@ type Redis struct {
 }
 
 // NewRedis returns the store kept in rdb under keys; zero Config fields
-// take the defaults. Redis failures are logged and count as misses.
+// take the defaults. Redis failures are logged and count as not kept or
+// as misses (the client then sends the file again).
 func NewRedis(rdb redis.UniversalClient, keys redisq.Keys, cfg Config, log *slog.Logger) *Redis {
 	s := New(cfg) // only for the defaults
 	if log == nil {
@@ -36,49 +38,44 @@ func NewRedis(rdb redis.UniversalClient, keys redisq.Keys, cfg Config, log *slog
 	return &Redis{rdb: rdb, keys: keys, cfg: s.cfg, log: log}
 }
 
-// putScript: KEYS[1] the file, KEYS[2] the zset of last uses, KEYS[3] the
-// sizes, KEYS[4] the byte total; ARGV[1] now (ms), ARGV[2] MinAge (ms),
-// ARGV[3] the hash, ARGV[4] the data, ARGV[5] its size, ARGV[6] MaxBytes,
-// ARGV[7] the prefix of file keys (under the same hash tag). It first
-// drops the files unused for MinAge (their keys have expired or are about
-// to), then stores the file if it fits; 1 when kept.
+// Both scripts get KEYS [1] the files (hash), [2] their last uses (zset),
+// [3] their byte total; ARGV[1] now and ARGV[2] MinAge, in ms, ARGV[3] the
+// file's hash.
+
+// putScript: ARGV[4] the data, ARGV[5] MaxBytes. It drops the files
+// unused for MinAge (at most 1000 per call), then keeps the file if it
+// fits; 1 when kept.
 var putScript = redis.NewScript(`
-local now, minAge = tonumber(ARGV[1]), tonumber(ARGV[2])
-local used = redis.call('ZSCORE', KEYS[2], ARGV[3])
-if used and tonumber(used) > now - minAge and redis.call('PEXPIRE', KEYS[1], minAge) == 1 then
-	redis.call('ZADD', KEYS[2], now, ARGV[3])
+local now, minAge, hash = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - minAge, 'LIMIT', 0, 1000)) do
+	redis.call('DECRBY', KEYS[3], redis.call('HSTRLEN', KEYS[1], old))
+	redis.call('HDEL', KEYS[1], old)
+	redis.call('ZREM', KEYS[2], old)
+end
+if redis.call('HEXISTS', KEYS[1], hash) == 1 then
+	redis.call('ZADD', KEYS[2], now, hash)
 	return 1
 end
-for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - minAge, 'LIMIT', 0, 1000)) do
-	redis.call('DECRBY', KEYS[4], tonumber(redis.call('HGET', KEYS[3], old) or '0'))
-	redis.call('HDEL', KEYS[3], old)
-	redis.call('ZREM', KEYS[2], old)
-	redis.call('DEL', ARGV[7] .. old)
-end
-local size = tonumber(ARGV[5])
-local prev = tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '0')
-local total = tonumber(redis.call('GET', KEYS[4]) or '0')
-if total - prev + size > tonumber(ARGV[6]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[4], 'PX', minAge)
-redis.call('HSET', KEYS[3], ARGV[3], size)
-redis.call('ZADD', KEYS[2], now, ARGV[3])
-redis.call('INCRBY', KEYS[4], size - prev)
+local size = string.len(ARGV[4])
+if tonumber(redis.call('GET', KEYS[3]) or '0') + size > tonumber(ARGV[5]) then return 0 end
+redis.call('HSET', KEYS[1], hash, ARGV[4])
+redis.call('ZADD', KEYS[2], now, hash)
+redis.call('INCRBY', KEYS[3], size)
 return 1
 `)
 
-// getScript: KEYS[1] the file, KEYS[2] the zset of last uses; ARGV[1]
-// now (ms), ARGV[2] MinAge (ms), ARGV[3] the hash. A file used within
-// MinAge is returned and its age restarts.
+// getScript returns a file used within MinAge and restarts its age.
 var getScript = redis.NewScript(`
-local now, minAge = tonumber(ARGV[1]), tonumber(ARGV[2])
-local used = redis.call('ZSCORE', KEYS[2], ARGV[3])
+local now, minAge, hash = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local used = redis.call('ZSCORE', KEYS[2], hash)
 if not used or tonumber(used) <= now - minAge then return false end
-local v = redis.call('GET', KEYS[1])
-if not v then return false end
-redis.call('ZADD', KEYS[2], now, ARGV[3])
-redis.call('PEXPIRE', KEYS[1], minAge)
-return v
+redis.call('ZADD', KEYS[2], now, hash)
+return redis.call('HGET', KEYS[1], hash)
 `)
+
+func (s *Redis) scriptKeys() []string {
+	return []string{s.keys.Uploads(), s.keys.UploadsUsed(), s.keys.UploadsBytes()}
+}
 
 // Put keeps data under its hash, which the caller has already checked; it
 // reports whether the file is kept (see Store.Put).
@@ -86,9 +83,8 @@ func (s *Redis) Put(ctx context.Context, hash string, data []byte) bool {
 	if int64(len(data)) > s.cfg.MaxBytes {
 		return false
 	}
-	keys := []string{s.keys.UploadPrefix() + hash, s.keys.UploadsUsed(), s.keys.UploadSizes(), s.keys.UploadsBytes()}
-	kept, err := putScript.Run(ctx, s.rdb, keys, s.cfg.Now().UnixMilli(), s.cfg.MinAge.Milliseconds(), hash, data,
-		len(data), s.cfg.MaxBytes, s.keys.UploadPrefix()).Int()
+	kept, err := putScript.Run(ctx, s.rdb, s.scriptKeys(), s.cfg.Now().UnixMilli(), s.cfg.MinAge.Milliseconds(), hash,
+		data, s.cfg.MaxBytes).Int()
 	if err != nil {
 		s.log.Warn("uploads: not kept in Redis", "hash", hash, "err", err)
 		return false
@@ -98,8 +94,7 @@ func (s *Redis) Put(ctx context.Context, hash string, data []byte) bool {
 
 // Get returns the file stored under hash and restarts its age.
 func (s *Redis) Get(ctx context.Context, hash string) ([]byte, bool) {
-	v, err := getScript.Run(ctx, s.rdb, []string{s.keys.UploadPrefix() + hash, s.keys.UploadsUsed()},
-		s.cfg.Now().UnixMilli(), s.cfg.MinAge.Milliseconds(), hash).Text()
+	v, err := getScript.Run(ctx, s.rdb, s.scriptKeys(), s.cfg.Now().UnixMilli(), s.cfg.MinAge.Milliseconds(), hash).Text()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
 			s.log.Warn("uploads: Redis read failed; the client is asked to send the file", "hash", hash, "err", err)

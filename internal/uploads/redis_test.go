@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -100,18 +99,6 @@ func TestRedisKeepsTheMinAgeAndByteBound(t *testing.T) {
 	}
 }
 
-// The key of a stored file expires MinAge after its last use, so an idle
-// store gives its memory back.
-func TestRedisFileKeyExpiresAfterMinAge(t *testing.T) {
-	nodes, _, rdb := redisNodes(t, 1, 1<<10)
-	data := []byte("x")
-	nodes[0].Put(ctx, Hash(data), data)
-	ttl, err := rdb.PTTL(ctx, keys.UploadPrefix()+Hash(data)).Result()
-	if err != nil || ttl <= 9*time.Minute || ttl > 10*time.Minute {
-		t.Fatalf("TTL of a stored file = %v, %v; want MinAge", ttl, err)
-	}
-}
-
 // Writers on several queue servers at once never take the store beyond
 // MaxBytes, and its byte count stays the sum of what it holds.
 func TestRedisByteBoundHoldsUnderConcurrentWriters(t *testing.T) {
@@ -162,32 +149,30 @@ func TestRedisByteBoundHoldsUnderConcurrentWriters(t *testing.T) {
 	checkRedisAccount(t, rdb, maxBytes)
 }
 
-// checkRedisAccount checks that the byte count is the sum of the sizes
-// recorded, that each recorded file is in the zset, and that no file
-// key holds more than recorded.
+// checkRedisAccount checks that the byte count is the sum of the files
+// held, each with its last use, and within the bound.
 func checkRedisAccount(t *testing.T, rdb redis.UniversalClient, maxBytes int64) {
 	t.Helper()
 	total, _ := rdb.Get(ctx, keys.UploadsBytes()).Int64()
-	sizes, err := rdb.HGetAll(ctx, keys.UploadSizes()).Result()
+	files, err := rdb.HGetAll(ctx, keys.Uploads()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sum int64
-	for h, v := range sizes {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		sum += n
-		if _, err := rdb.ZScore(ctx, keys.UploadsUsed(), h).Result(); err != nil {
-			t.Fatalf("file %s is sized but not in the zset: %v", h, err)
+	for h, data := range files {
+		sum += int64(len(data))
+		if Hash([]byte(data)) != h {
+			t.Fatalf("file %s holds other bytes", h)
 		}
-		if l, _ := rdb.StrLen(ctx, keys.UploadPrefix()+h).Result(); l != 0 && l != n {
-			t.Fatalf("file %s holds %d bytes, recorded %d", h, l, n)
+		if _, err := rdb.ZScore(ctx, keys.UploadsUsed(), h).Result(); err != nil {
+			t.Fatalf("file %s has no last use: %v", h, err)
 		}
 	}
-	if members, _ := rdb.ZCard(ctx, keys.UploadsUsed()).Result(); int(members) != len(sizes) {
-		t.Fatalf("%d files in the zset, %d sized", members, len(sizes))
+	if members, _ := rdb.ZCard(ctx, keys.UploadsUsed()).Result(); int(members) != len(files) {
+		t.Fatalf("%d files in the zset, %d held", members, len(files))
 	}
 	if total != sum || total > maxBytes {
-		t.Fatalf("byte count %d, sum of sizes %d, bound %d", total, sum, maxBytes)
+		t.Fatalf("byte count %d, sum of files %d, bound %d", total, sum, maxBytes)
 	}
 }
 
@@ -219,7 +204,7 @@ func TestRedisKeepsItsPromises(t *testing.T) {
 			for h, at := range lastUse {
 				if c.now().Sub(at) >= 10*time.Minute {
 					delete(lastUse, h)
-				} else if n, _ := rdb.Exists(ctx, keys.UploadPrefix()+h).Result(); n != 1 {
+				} else if ok, _ := rdb.HExists(ctx, keys.Uploads(), h).Result(); !ok {
 					t.Fatalf("seed %d: file used %v ago is gone", seed, c.now().Sub(at))
 				}
 			}
