@@ -49,7 +49,12 @@ Multi-node mode: with --redis, this process is one of many queue servers
 in front of one Redis; tasks go to the elected 'usher scheduler' and run on
 'usher backend --redis' processes (docs/redis.md). /v1 requests go to the
 leading scheduler, which keeps the tokens in Redis: give --admin-token and
---admin-token-file to 'usher scheduler' then.
+--admin-token-file to 'usher scheduler' then. Shares, the result cache and the
+recent uploads then live in Redis, seen by every queue server.
+
+Shares: --share-retention expires shares not opened for that long (410),
+--share-quota refuses new shares beyond its bytes (507); 'usher share
+delete' removes one (docs/operations.md, "Shares").
 
 Endpoints: /asy (the queue protocol, docs/protocol.md), /v1, /livez,
 /readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting

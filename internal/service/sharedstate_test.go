@@ -178,3 +178,32 @@ func TestUploadOnOneQueueServerRestoresOnAnother(t *testing.T) {
 	b.send("run", nil)
 	testwait.Eventually(t, 10*time.Second, func() bool { return tasksWith(src) == 2 }, "B queued the restored task with its bytes")
 }
+
+// Bad share requests to a queue server of multi-node mode get the same
+// answers as in the embedded default and store nothing in Redis.
+func TestShareRefusalsInRedisMode(t *testing.T) {
+	ts := queueServersOn(t, 1, func(c *Config) { c.ShareBytes = 1000 })[0]
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		want                     string
+	}{
+		{"unknown share", "GET", "/api/shares/" + strings.Repeat("A", 22), "", 404, "no share"},
+		{"malformed id", "GET", "/api/shares/nope", "", 400, `"id" "nope"`},
+		{"id with dots", "GET", "/api/shares/..%2F..%2Fetc%2Fpasswd", "", 400, "is not a share id"},
+		{"two mains", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true},{"filename":"b.asy","main":true}]}`, 400, "exactly one file"},
+		{"content too large", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true,"content":"` + strings.Repeat("x", 1001) + `"}]}`, 413, "at most 1000"},
+		{"body too large", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true,"content":"` + strings.Repeat("x", 80<<10) + `"}]}`, 413, "too large"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := call(t, ts, tc.method, tc.path, tc.body)
+			if status != tc.status || !strings.Contains(fmt.Sprint(body["error"]), tc.want) {
+				t.Fatalf("%d %v, want %d with an error containing %q", status, body, tc.status, tc.want)
+			}
+		})
+	}
+	if n, bytes, err := ts.shares.Usage(context.Background()); err != nil || n != 0 || bytes != 0 {
+		t.Fatalf("after refusals the shares hold %d shares, %d bytes (%v)", n, bytes, err)
+	}
+}

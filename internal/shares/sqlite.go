@@ -28,6 +28,10 @@ UPDATE shares SET opened = created, size = length(CAST(files AS BLOB));
 CREATE INDEX shares_opened ON shares (opened) WHERE gone = '';
 CREATE INDEX shares_gone_at ON shares (gone_at) WHERE gone != '';`}
 
+// touchEvery is, in seconds, how stale a share's last open may be before
+// an open records it: retentions are days, and a read need not write.
+const touchEvery = 60
+
 // SQLite keeps shares in usher's SQLite file: the embedded default's store.
 type SQLite struct {
 	db  *sql.DB
@@ -139,8 +143,10 @@ func (s *SQLite) Get(ctx context.Context, id string) ([]File, error) {
 	if s.cfg.Retention > 0 && opened <= now-int64(s.cfg.Retention.Seconds()) {
 		return nil, s.tombstone(ctx, id, goneExpired, now)
 	}
-	if err := s.touch(ctx, id, now); err != nil {
-		return nil, err
+	if now-opened >= touchEvery { // a share opened by many at once is written once a minute
+		if err := s.touch(ctx, id, now); err != nil {
+			return nil, err
+		}
 	}
 	return decodeFiles(id, []byte(data))
 }
