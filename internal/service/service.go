@@ -185,6 +185,7 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.shares = st.shares
+	s.registry.MustRegister(newShareCollector(s.shares, s.cfg.ShareQuota))
 	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), st.uploads, st.cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
 	s.handler = s.routes()
 	return nil

@@ -54,6 +54,18 @@ func queueServersOn(t *testing.T, n int, mutate func(*Config)) []*testService {
 	return out
 }
 
+// metricsText is the service's /metrics.
+func metricsText(t *testing.T, ts *testService) string {
+	t.Helper()
+	resp, err := http.Get(ts.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
 // deleteShare serves apiDeleteShare as the admin route will, and calls it.
 func deleteShare(t *testing.T, ts *testService, id string) (int, string) {
 	t.Helper()
@@ -106,6 +118,12 @@ func TestShareStatusesInBothModes(t *testing.T) {
 			status, other := call(t, b, "POST", "/api/shares", shareBody("other.asy"))
 			if status != http.StatusCreated {
 				t.Fatalf("second share: %d %v", status, other)
+			}
+			metrics := metricsText(t, b)
+			for _, line := range []string{"usher_shares 2\n", "usher_shares_bytes 135\n", "usher_shares_quota_bytes 140\n"} {
+				if !strings.Contains(metrics, line) {
+					t.Fatalf("/metrics on B lacks %q:\n%s", line, metrics)
+				}
 			}
 			status, full := call(t, a, "POST", "/api/shares", shareBody("third.asy"))
 			if status != http.StatusInsufficientStorage || !strings.Contains(fmt.Sprint(full["error"]), "shares are full") {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/shares"
@@ -76,6 +78,44 @@ func (s *Service) pruneShares(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// shareCollector exports the shares' usage at each scrape, so that an
+// operator sees the quota coming (in multi-node mode every queue server
+// reports the deployment's shares).
+type shareCollector struct {
+	store             shares.Store
+	quota             int64
+	count, bytes, max *prometheus.Desc
+}
+
+func newShareCollector(store shares.Store, quota int64) *shareCollector {
+	return &shareCollector{store: store, quota: quota,
+		count: prometheus.NewDesc("usher_shares", "Shares kept.", nil, nil),
+		bytes: prometheus.NewDesc("usher_shares_bytes", "Stored bytes of all kept shares.", nil, nil),
+		max:   prometheus.NewDesc("usher_shares_quota_bytes", "The shares' quota (0: none).", nil, nil),
+	}
+}
+
+// Describe sends the metrics' descriptions.
+func (c *shareCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.bytes
+	ch <- c.max
+}
+
+// Collect reads the shares' usage (nothing but the quota when the store
+// cannot be read).
+func (c *shareCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(c.quota))
+	n, bytes, err := c.store.Usage(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(bytes))
 }
 
 // redisPersists reads INFO persistence: whether Redis writes an
