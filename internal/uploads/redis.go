@@ -31,11 +31,10 @@ type Redis struct {
 // take the defaults. Redis failures are logged and count as not kept or
 // as misses (the client then sends the file again).
 func NewRedis(rdb redis.UniversalClient, keys redisq.Keys, cfg Config, log *slog.Logger) *Redis {
-	s := New(cfg) // only for the defaults
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Redis{rdb: rdb, keys: keys, cfg: s.cfg, log: log}
+	return &Redis{rdb: rdb, keys: keys, cfg: cfg.withDefaults(), log: log}
 }
 
 // Both scripts get KEYS [1] the files (hash), [2] their last uses (zset),

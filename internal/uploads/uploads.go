@@ -56,16 +56,20 @@ func Hash(data []byte) string {
 
 // New returns an empty Store.
 func New(cfg Config) *Store {
-	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+	return &Store{cfg: cfg.withDefaults(), entries: make(map[string]*list.Element)}
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
 	}
-	if cfg.MinAge <= 0 {
-		cfg.MinAge = DefaultMinAge
+	if c.MinAge <= 0 {
+		c.MinAge = DefaultMinAge
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	return &Store{cfg: cfg, entries: make(map[string]*list.Element)}
+	return c
 }
 
 // Put keeps data under its hash, which the caller has already checked
