@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -62,7 +63,9 @@ end
 var putScript = redis.NewScript(expireLua + `
 local id = ARGV[4]
 if redis.call('HEXISTS', KEYS[1], id) == 1 then
-	redis.call('ZADD', KEYS[2], now, id)
+	if now > tonumber(redis.call('ZSCORE', KEYS[2], id) or '0') then
+		redis.call('ZADD', KEYS[2], now, id)
+	end
 	return {0, 0}
 end
 local size, quota = string.len(ARGV[5]), tonumber(ARGV[6])
@@ -129,11 +132,24 @@ func (s *Redis) MaxBytes() int64 { return s.cfg.MaxBytes }
 
 // Put checks and stores files (see Store).
 func (s *Redis) Put(ctx context.Context, files []File) (id string, created bool, err error) {
+	return s.put(ctx, files, s.cfg.Now())
+}
+
+// Import stores files as a share last opened at opened, for copying
+// shares from another store (usher share copy); created is false when
+// the share is there already (its last open is then the later of the
+// two).
+func (s *Redis) Import(ctx context.Context, files []File, opened time.Time) (id string, created bool, err error) {
+	return s.put(ctx, files, opened)
+}
+
+func (s *Redis) put(ctx context.Context, files []File, now time.Time) (id string, created bool, err error) {
 	id, data, err := s.cfg.encode(files)
 	if err != nil {
 		return "", false, err
 	}
-	res, err := putScript.Run(ctx, s.rdb, s.scriptKeys(), s.args(id, data, s.cfg.Quota)...).Int64Slice()
+	args := []any{now.Unix(), int64(s.cfg.Retention.Seconds()), int64(GoneFor.Seconds()), id, data, s.cfg.Quota}
+	res, err := putScript.Run(ctx, s.rdb, s.scriptKeys(), args...).Int64Slice()
 	if err != nil {
 		return "", false, fmt.Errorf("shares: put: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/usherhq/usher/internal/sqlitedb"
 )
@@ -219,4 +220,32 @@ func (s *SQLite) Usage(ctx context.Context) (count int, bytes int64, err error) 
 		return 0, 0, fmt.Errorf("shares: usage: %w", err)
 	}
 	return count, bytes, nil
+}
+
+// Each calls fn with every kept share and its last open, in id order, for
+// copying the shares elsewhere (usher share copy). It stops at fn's first
+// error.
+func (s *SQLite) Each(ctx context.Context, fn func(files []File, opened time.Time) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, files, opened FROM shares WHERE gone = '' ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("shares: list: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, data string
+			opened   int64
+		)
+		if err := rows.Scan(&id, &data, &opened); err != nil {
+			return fmt.Errorf("shares: list: %w", err)
+		}
+		files, err := decodeFiles(id, []byte(data))
+		if err != nil {
+			return err
+		}
+		if err := fn(files, time.Unix(opened, 0)); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
