@@ -14,7 +14,10 @@ import (
 
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/resultcache"
+	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/testwait"
+	"github.com/usherhq/usher/internal/uploads"
 )
 
 // fakeClock is the stores' injected time.
@@ -223,5 +226,50 @@ func TestShareRefusalsInRedisMode(t *testing.T) {
 	}
 	if n, bytes, err := ts.shares.Usage(context.Background()); err != nil || n != 0 || bytes != 0 {
 		t.Fatalf("after refusals the shares hold %d shares, %d bytes (%v)", n, bytes, err)
+	}
+}
+
+// On Redis Cluster every script of the shared stores runs: their keys
+// share the prefix's hash tag, so no script crosses slots.
+func TestSharedStoresOnRedisCluster(t *testing.T) {
+	ctx := context.Background()
+	cluster := redistest.StartCluster(t, 3)
+	cfg := Config{Redis: RedisConfig{URL: cluster.URL(), Prefix: redisq.DefaultPrefix}, CacheBytes: 1 << 20, UploadBytes: 1 << 20,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	m, err := openMultiNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.close)
+	st, err := m.stores(ctx, nil, cfg, shares.Config{MaxFiles: 4, MaxBytes: 1 << 10, Quota: 1 << 20, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := st.shares.Put(ctx, []shares.File{{Filename: "main.asy", Main: true, Content: "dot((0,0));"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.shares.Get(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.shares.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.shares.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	entry := resultcache.Entry{Chunks: []resultcache.Chunk{{Kind: resultcache.Result, Label: "svg", Data: []byte("<svg/>")}}}
+	if err := st.cache.Put(ctx, "k", entry); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.cache.Get(ctx, "k"); !ok || err != nil {
+		t.Fatalf("cache Get on the cluster = %v, %v", ok, err)
+	}
+	data := []byte("draw(unitcircle);")
+	if !st.uploads.Put(ctx, uploads.Hash(data), data) {
+		t.Fatal("upload not kept on the cluster")
+	}
+	if _, ok := st.uploads.Get(ctx, uploads.Hash(data)); !ok {
+		t.Fatal("upload not restored on the cluster")
 	}
 }
