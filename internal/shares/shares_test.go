@@ -405,3 +405,34 @@ func TestQuotaHoldsUnderConcurrentWriters(t *testing.T) {
 		}
 	})
 }
+
+// Any string as an id is refused as malformed (ErrBadID) or looked up
+// (ErrNotFound in an empty store); nothing else, and a string refused is
+// never one that ID could make.
+func FuzzGetID(f *testing.F) {
+	for _, seed := range []string{"", strings.Repeat("A", IDLength), "../../etc/passwd", strings.Repeat("-_", IDLength/2),
+		"A\x00" + strings.Repeat("A", IDLength-2), ID(project)} {
+		f.Add(seed)
+	}
+	db, err := sqlitedb.Open(context.Background(), filepath.Join(f.TempDir(), "usher.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { db.Close() })
+	s, err := OpenSQLite(context.Background(), db, Config{MaxFiles: 4, MaxBytes: 100})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		_, err := s.Get(context.Background(), id)
+		switch {
+		case errors.Is(err, ErrBadID):
+			if len(id) == IDLength && strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == "" {
+				t.Fatalf("Get(%q) refused an id of the right form", id)
+			}
+		case errors.Is(err, ErrNotFound):
+		default:
+			t.Fatalf("Get(%q) = %v, want ErrBadID or ErrNotFound", id, err)
+		}
+	})
+}
