@@ -21,7 +21,7 @@ type serveOptions struct {
 	logLevel                          slog.Level
 	sandbox                           sandboxFlags
 	cacheBytes, uploadBytes, maxBytes byteSize
-	shareBytes                        byteSize
+	shareBytes, shareQuota            byteSize
 	jobTiers                          string
 	jobsMaxBody                       byteSize
 }
@@ -29,7 +29,7 @@ type serveOptions struct {
 func newServeCommand() *cobra.Command {
 	var (
 		cfg service.Config
-		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10,
+		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10, shareQuota: 1 << 30,
 			jobTiers: "fast=1m,medium=10m@50%,slow=1h@25%", jobsMaxBody: 32 << 20}
 	)
 	cmd := &cobra.Command{
@@ -49,7 +49,12 @@ Multi-node mode: with --redis, this process is one of many queue servers
 in front of one Redis; tasks go to the elected 'usher scheduler' and run on
 'usher backend --redis' processes (docs/redis.md). /v1 requests go to the
 leading scheduler, which keeps the tokens in Redis: give --admin-token and
---admin-token-file to 'usher scheduler' then.
+--admin-token-file to 'usher scheduler' then. Shares, the result cache and the
+recent uploads then live in Redis, seen by every queue server.
+
+Shares: --share-retention expires shares not opened for that long (410),
+--share-quota refuses new shares beyond its bytes (507); 'usher share
+delete' removes one (docs/operations.md, "Shares").
 
 Endpoints: /asy (the queue protocol, docs/protocol.md), /v1, /livez,
 /readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting
@@ -61,7 +66,7 @@ aborts them.`,
 			cfg.Sandbox = o.sandbox.config(cfg.Logger)
 			cfg.WebApp = webapp.Handler()
 			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
-			cfg.ShareBytes = int64(o.shareBytes)
+			cfg.ShareBytes, cfg.ShareQuota = int64(o.shareBytes), int64(o.shareQuota)
 			tiers, err := jobs.ParseTiers(o.jobTiers)
 			if err != nil {
 				return fmt.Errorf("serve: --job-tiers: %w", err)
@@ -90,6 +95,8 @@ aborts them.`,
 	f.Var(&o.cacheBytes, "cache-bytes", "result cache bound (0 turns the cache off)")
 	f.Var(&o.uploadBytes, "upload-store-bytes", "bound of the store of recent uploads that restore reads")
 	f.Var(&o.shareBytes, "share-bytes", "the most content one shared project holds")
+	f.Var(&o.shareQuota, "share-quota", "the most bytes all shares hold together; new shares beyond it are refused (0: no bound)")
+	f.DurationVar(&cfg.ShareRetention, "share-retention", 0, "a share not opened for this long expires, e.g. 8760h (0: shares are kept for good)")
 	f.IntVar(&cfg.Queue.MaxFiles, "max-files", 32, "most files in one task")
 	f.Var(&o.maxBytes, "max-upload", "most bytes of all files of one task")
 	f.DurationVar(&cfg.Queue.IdleBeforeRun, "idle-before-run", time.Minute, "a client must send run this soon after connecting")

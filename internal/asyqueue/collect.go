@@ -109,7 +109,7 @@ func (c *collector) add(ctx context.Context, h wire.Header) error {
 			return deny("hash mismatch for %q: the bytes' SHA-256 is not %s", name, hash)
 		}
 		up.data = data
-		c.srv.uploads.Put(hash, data)
+		c.srv.uploads.Put(ctx, hash, data)
 	}
 	return c.keep(up)
 }
@@ -156,7 +156,7 @@ func (c *collector) run(ctx context.Context) (done bool, err error) {
 	case mains > 1:
 		return false, deny("two main files: mark exactly one file with \"main\": true")
 	}
-	missing := c.restore()
+	missing := c.restore(ctx)
 	if len(missing) == 0 {
 		if c.uploaded() > c.srv.cfg.MaxUpload {
 			return false, deny("upload too large: at most %d bytes in all", c.srv.cfg.MaxUpload)
@@ -175,14 +175,14 @@ func (c *collector) run(ctx context.Context) (done bool, err error) {
 
 // restore fills restored files from the upload store and lists those it
 // no longer has.
-func (c *collector) restore() []missingFile {
+func (c *collector) restore(ctx context.Context) []missingFile {
 	var missing []missingFile
 	hits := 0
 	for _, f := range c.files {
 		if !f.restore || f.data != nil {
 			continue
 		}
-		if data, ok := c.srv.uploads.Get(f.hash); ok {
+		if data, ok := c.srv.uploads.Get(ctx, f.hash); ok {
 			f.data = data
 			hits++
 			continue

@@ -22,7 +22,6 @@ import (
 
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
-	"github.com/usherhq/usher/internal/uploads"
 	"github.com/usherhq/usher/internal/wire"
 )
 
@@ -46,6 +45,18 @@ type Config struct {
 type ResultCache interface {
 	Get(ctx context.Context, key string) (resultcache.Entry, bool, error)
 	Put(ctx context.Context, key string, e resultcache.Entry) error
+}
+
+// UploadStore keeps recently uploaded files by SHA-256 for `add {restore:
+// true}`: the process's uploads.Store in the embedded default, Redis in
+// multi-node mode. A failure counts as not kept or as a miss: the client
+// then sends the file again.
+type UploadStore interface {
+	// Put keeps data under hash (already checked) and reports whether it
+	// is kept.
+	Put(ctx context.Context, hash string, data []byte) bool
+	// Get returns the file stored under hash.
+	Get(ctx context.Context, hash string) ([]byte, bool)
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -95,7 +106,7 @@ type Queue interface {
 type Server struct {
 	cfg     Config
 	d       Queue
-	uploads *uploads.Store
+	uploads UploadStore
 	cache   ResultCache // nil: no result cache
 	metrics *Metrics
 
@@ -106,7 +117,7 @@ type Server struct {
 // NewServer returns a server that queues with q, keeps uploads in up and,
 // when cache is not nil, answers repeated tasks from it. Sessions end when
 // ctx ends. metrics may be nil.
-func NewServer(ctx context.Context, cfg Config, q Queue, up *uploads.Store, cache ResultCache, metrics *Metrics) *Server {
+func NewServer(ctx context.Context, cfg Config, q Queue, up UploadStore, cache ResultCache, metrics *Metrics) *Server {
 	cfg.setDefaults()
 	return &Server{cfg: cfg, d: q, uploads: up, cache: cache, metrics: metrics, ctx: ctx}
 }

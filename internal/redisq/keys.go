@@ -98,6 +98,47 @@ func (k Keys) Dashboard() string { return k.prefix + "scheduler.dashboard" }
 // Epoch counts leaderships (int); a new leader's token carries it.
 func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 
+// Shares holds the kept shares (hash: id → the files as JSON). Shares,
+// the result cache and the recent uploads live in hashes, not a key each,
+// so that their scripts name every key they touch in KEYS.
+func (k Keys) Shares() string { return k.prefix + "shares" }
+
+// SharesOpened orders the kept shares by last open (zset: id → Unix
+// seconds).
+func (k Keys) SharesOpened() string { return k.prefix + "shares.opened" }
+
+// SharesBytes is the stored bytes of all kept shares (int).
+func (k Keys) SharesBytes() string { return k.prefix + "shares.bytes" }
+
+// SharesGone records why a share is no longer kept (hash: id → expired
+// or deleted).
+func (k Keys) SharesGone() string { return k.prefix + "shares.gone" }
+
+// SharesGoneAt orders the tombstones by when the share went (zset: id →
+// Unix seconds), so that they are forgotten after shares.GoneFor.
+func (k Keys) SharesGoneAt() string { return k.prefix + "shares.gone.at" }
+
+// CacheEntries holds the result cache (hash: key → encoded entry).
+func (k Keys) CacheEntries() string { return k.prefix + "cache.entries" }
+
+// CacheUsed orders the result cache's entries by last use (zset: key →
+// Unix milliseconds).
+func (k Keys) CacheUsed() string { return k.prefix + "cache.used" }
+
+// CacheBytes is the encoded size of all result cache entries (int).
+func (k Keys) CacheBytes() string { return k.prefix + "cache.bytes" }
+
+// Uploads holds the recent uploads that restore reads (hash: SHA-256 →
+// the file).
+func (k Keys) Uploads() string { return k.prefix + "uploads" }
+
+// UploadsUsed orders the recent uploads by last use (zset: SHA-256 →
+// Unix milliseconds).
+func (k Keys) UploadsUsed() string { return k.prefix + "uploads.used" }
+
+// UploadsBytes is the size of all recent uploads (int).
+func (k Keys) UploadsBytes() string { return k.prefix + "uploads.bytes" }
+
 // ConsumerGroup is the consumer group backends read Outcoming as.
 const ConsumerGroup = "backend"
 

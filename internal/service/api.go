@@ -74,6 +74,10 @@ func (s *Service) apiPostShare(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, shares.ErrInvalid):
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	case errors.Is(err, shares.ErrFull):
+		s.cfg.Logger.Warn("share: refused, the shares' quota is used up (--share-quota)", "err", err)
+		writeError(w, http.StatusInsufficientStorage, err.Error())
+		return
 	case err != nil:
 		s.cfg.Logger.Error("share: store failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "the share could not be stored")
@@ -94,11 +98,34 @@ func (s *Service) apiGetShare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("\"id\" %q is not a share id", id))
 	case errors.Is(err, shares.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no share %q", id))
+	case errors.Is(err, shares.ErrGone):
+		writeError(w, http.StatusGone, err.Error())
 	case err != nil:
 		s.cfg.Logger.Error("share: read failed", "id", id, "err", err)
 		writeError(w, http.StatusInternalServerError, "the share could not be read")
 	default:
 		writeJSON(w, http.StatusOK, shareResponse{ID: id, Files: files})
+	}
+}
+
+// apiDeleteShare is DELETE /api/shares/{id}, an operator's action: the
+// share's files go for good and readers get 410 Gone. It answers 204, or
+// 400 for a malformed id and 404 for an unknown one. It must be served
+// only behind the admin check.
+func (s *Service) apiDeleteShare(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.shares.Delete(r.Context(), id)
+	switch {
+	case errors.Is(err, shares.ErrBadID):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("\"id\" %q is not a share id", id))
+	case errors.Is(err, shares.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no share %q", id))
+	case err != nil:
+		s.cfg.Logger.Error("share: delete failed", "id", id, "err", err)
+		writeError(w, http.StatusInternalServerError, "the share could not be deleted")
+	default:
+		s.cfg.Logger.Info("share: deleted by the operator", "id", id)
+		w.WriteHeader(http.StatusNoContent)
 	}
 }
 

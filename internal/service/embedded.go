@@ -17,6 +17,7 @@ import (
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/sqlitejobs"
 	"github.com/usherhq/usher/internal/tokens"
 )
@@ -111,6 +112,10 @@ func (m *embedded) ensureAdminToken(ctx context.Context, toks *tokens.Store) err
 	}
 	m.cfg.Logger.Info("created an admin token for /v1", "file", path)
 	return nil
+}
+
+func (m *embedded) stores(ctx context.Context, db *sql.DB, cfg Config, shareCfg shares.Config) (stores, error) {
+	return openLocalStores(ctx, db, cfg, shareCfg)
 }
 
 func (m *embedded) queue() asyqueue.Queue           { return m.d }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/frontend"
+	"github.com/usherhq/usher/internal/resultcache"
+	"github.com/usherhq/usher/internal/shares"
+	"github.com/usherhq/usher/internal/uploads"
 )
 
 // multiNode is a queue server of multi-node mode: /asy hands tasks to
@@ -20,6 +24,7 @@ import (
 // (docs/redis.md). No backend, jobs engine or token store runs here.
 type multiNode struct {
 	rdb    redis.UniversalClient
+	keys   redisq.Keys
 	q      *frontend.Queue
 	leader *leaderProxy
 	dash   *remoteDashboard
@@ -44,6 +49,7 @@ func openMultiNode(ctx context.Context, cfg Config) (*multiNode, error) {
 	keys := redisq.NewKeys(prefix)
 	return &multiNode{
 		rdb:    rdb,
+		keys:   keys,
 		leader: newLeaderProxy(rdb, keys.SchedulerAPI(), cfg.Logger),
 		dash:   newRemoteDashboard(rdb, keys, cfg.dashEvery/2, cfg.Logger),
 		q: frontend.New(ctx, rdb, frontend.Config{Keys: keys, Tiers: cfg.tiers(), Node: cfg.Redis.Node,
@@ -62,6 +68,28 @@ func (c *Config) checkMultiNode() error {
 		return errors.New("with Redis the /v1 tokens live there and the leading scheduler serves /v1: give --admin-token or --admin-token-file to usher scheduler")
 	}
 	return nil
+}
+
+// stores keeps shares, the result cache and the recent uploads in Redis,
+// under the queue servers' prefix, so that every queue server sees the
+// same (docs/redis.md, "What queue servers share"). The SQLite file holds
+// none of them in this mode.
+func (m *multiNode) stores(ctx context.Context, _ *sql.DB, cfg Config, shareCfg shares.Config) (stores, error) {
+	st := stores{
+		shares:  shares.NewRedis(m.rdb, m.keys, shareCfg),
+		uploads: uploads.NewRedis(m.rdb, m.keys, uploads.Config{MaxBytes: cfg.UploadBytes, Now: cfg.now}, cfg.Logger),
+	}
+	if cfg.CacheBytes > 0 {
+		cache, err := resultcache.NewRedis(m.rdb, m.keys, cfg.CacheBytes, cfg.now)
+		if err != nil {
+			return stores{}, err
+		}
+		st.cache = cache
+	}
+	if info, err := m.rdb.Info(ctx, "persistence").Result(); err == nil && !redisPersists(info) {
+		cfg.Logger.Warn("Redis writes no append-only file: shares made since its last snapshot are lost if it restarts (docs/redis.md, \"What queue servers share\")")
+	}
+	return st, nil
 }
 
 func (m *multiNode) queue() asyqueue.Queue           { return m.q }

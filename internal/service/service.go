@@ -24,12 +24,10 @@ import (
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/dashboard"
-	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/sqlitedb"
-	"github.com/usherhq/usher/internal/uploads"
 )
 
 // Config is what `usher serve` takes from its flags.
@@ -55,6 +53,12 @@ type Config struct {
 	UploadBytes int64 // bound of the restore store
 	// ShareBytes bounds the content of one shared project (default 256 KiB).
 	ShareBytes int64
+	// ShareRetention: a share not opened for this long expires (0: kept
+	// for good).
+	ShareRetention time.Duration
+	// ShareQuota bounds the bytes of all shares; beyond it new shares are
+	// refused (0: no bound).
+	ShareQuota int64
 	// ShutdownGrace is how long running tasks may finish after a stop signal.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
@@ -67,6 +71,9 @@ type Config struct {
 	// mode: tasks go to Redis for the elected scheduler and the backends
 	// registered there (docs/redis.md); no backend runs in this process.
 	Redis RedisConfig
+
+	// now is the stores' clock (time.Now when nil); tests set it.
+	now func() time.Time
 
 	// dashEvery is the time between /api/dashboard snapshots
 	// (dashboardEvery when 0); tests shorten it.
@@ -106,7 +113,7 @@ type Service struct {
 	queue    *asyqueue.Server
 	handler  http.Handler
 	registry *prometheus.Registry
-	shares   *shares.Store
+	shares   shares.Store
 	queueCfg asyqueue.Config // with defaults applied
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
@@ -132,6 +139,9 @@ type mode interface {
 	start(ctx context.Context) error
 	// drain stops handing out new work: shutdown has begun.
 	drain()
+	// stores opens the shares, the result cache and the upload store
+	// that this mode's queue servers use.
+	stores(ctx context.Context, db *sql.DB, cfg Config, shareCfg shares.Config) (stores, error)
 	// close releases what the mode holds.
 	close()
 }
@@ -160,31 +170,23 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	s.db = db
-	var cache asyqueue.ResultCache // nil interface: no cache
-	if s.cfg.CacheBytes > 0 {
-		if cache, err = resultcache.Open(ctx, db, s.cfg.CacheBytes, nil); err != nil {
-			return err
-		}
-	}
 	qcfg := s.cfg.Queue
 	qcfg.Logger = s.cfg.Logger
 	if qcfg.AsyVersion == "" {
 		qcfg.AsyVersion = asyVersion(ctx)
 	}
 	s.asyVersion, s.queueCfg = qcfg.AsyVersion, qcfg.WithDefaults()
-	shareBytes := s.cfg.ShareBytes
-	if shareBytes <= 0 {
-		shareBytes = 256 << 10
-	}
-	if s.shares, err = shares.Open(ctx, db, s.queueCfg.MaxFiles, shareBytes); err != nil {
-		return err
-	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.mode, err = s.openMode(ctx); err != nil {
 		return err
 	}
-	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
-	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), store, cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
+	st, err := s.mode.stores(ctx, db, s.cfg, s.shareConfig())
+	if err != nil {
+		return err
+	}
+	s.shares = st.shares
+	s.registry.MustRegister(newShareCollector(s.shares, s.cfg.ShareQuota))
+	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), st.uploads, st.cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
 	s.handler = s.routes()
 	return nil
 }
@@ -255,6 +257,7 @@ func (s *Service) Start() error {
 	if err := s.mode.start(s.ctx); err != nil {
 		return err
 	}
+	go s.pruneShares(s.ctx)
 	// Ready once started: with backends configured, or as a server of
 	// generic jobs only (--backends 0), or as a queue server of multi-node
 	// mode.

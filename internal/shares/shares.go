@@ -1,12 +1,15 @@
 // Package shares keeps shared projects: read-only snapshots of a set of
-// Asymptote files, named by their content, kept in usher's SQLite file so
-// that a share link works across restarts.
+// Asymptote files, named by their content, so that a share link works
+// across restarts. Two stores keep them: the SQLite file in the embedded
+// default (SQLite) and Redis in multi-node mode (Redis), so that every
+// queue server opens every share (docs/redis.md, "What queue servers
+// share"). Both apply the same rules: a retention counted from a share's
+// last open, a quota on the bytes of all shares, and an operator's delete.
 package shares
 
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -18,7 +21,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/usherhq/usher/internal/sandbox"
-	"github.com/usherhq/usher/internal/sqlitedb"
 )
 
 // File is one file of a shared project.
@@ -28,48 +30,111 @@ type File struct {
 	Content  string `json:"content"`
 }
 
-// Errors of Check and Get.
+// Errors of the stores' methods.
 var (
 	ErrInvalid  = errors.New("invalid project")
 	ErrTooLarge = errors.New("project too large")
 	ErrNotFound = errors.New("no such share")
 	ErrBadID    = errors.New("malformed share id")
+	// ErrGone wraps the reason a share that existed is no longer kept:
+	// it expired or the operator deleted it.
+	ErrGone = errors.New("share gone")
+	// ErrFull is a new share refused because the shares' quota is used up.
+	ErrFull = errors.New("share store full")
 )
+
+// Why a share is gone, as a tombstone records it.
+const (
+	goneExpired = "expired"
+	goneDeleted = "deleted"
+)
+
+// GoneFor is how long a store remembers that a share expired or was
+// deleted (and answers ErrGone); after that the id is simply unknown.
+const GoneFor = 90 * 24 * time.Hour
 
 // IDLength is the length of a share id: 16 bytes of SHA-256, base64url.
 const IDLength = 22
 
-var schema = []string{`
-CREATE TABLE shares (
-	id      TEXT PRIMARY KEY,
-	files   TEXT NOT NULL,
-	created INTEGER NOT NULL
-);`}
-
-// Store keeps shares in the SQLite file.
-type Store struct {
-	db       *sql.DB
-	maxFiles int
-	maxBytes int64
+// Store keeps shares. Both implementations are safe for concurrent use.
+type Store interface {
+	// MaxBytes is the most content one share may hold.
+	MaxBytes() int64
+	// Put checks and stores files and returns their id; created is false
+	// when the same project is already shared (its age then restarts).
+	// It fails with ErrInvalid, ErrTooLarge or ErrFull.
+	Put(ctx context.Context, files []File) (id string, created bool, err error)
+	// Get returns the files of a share and counts it as opened. It fails
+	// with ErrBadID, ErrNotFound or ErrGone.
+	Get(ctx context.Context, id string) ([]File, error)
+	// Delete removes a share for good (ErrBadID, ErrNotFound).
+	Delete(ctx context.Context, id string) error
+	// Prune removes the shares past their retention and forgets
+	// tombstones older than GoneFor; it returns how many shares expired.
+	Prune(ctx context.Context) (int, error)
+	// Usage returns how many shares are kept and their bytes.
+	Usage(ctx context.Context) (count int, bytes int64, err error)
 }
 
-// Open prepares the shares table in db. A project may have at most
-// maxFiles files of maxBytes of content in all.
-func Open(ctx context.Context, db *sql.DB, maxFiles int, maxBytes int64) (*Store, error) {
-	if err := sqlitedb.Migrate(ctx, db, "shares", schema); err != nil {
-		return nil, err
+// Config sets the rules both stores apply.
+type Config struct {
+	MaxFiles int   // most files in one share
+	MaxBytes int64 // most content bytes in one share
+	// Retention: a share not opened (or shared again) for this long
+	// expires; 0 keeps shares for good.
+	Retention time.Duration
+	// Quota bounds the stored bytes of all shares; a new share beyond it
+	// is refused with ErrFull. 0: no bound.
+	Quota int64
+	Now   func() time.Time // the clock; time.Now when nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	return &Store{db: db, maxFiles: maxFiles, maxBytes: maxBytes}, nil
+	return c
 }
 
-// MaxBytes is the most content one share may hold.
-func (s *Store) MaxBytes() int64 { return s.maxBytes }
+// storeError is one of the sentinel errors with the text a user reads.
+type storeError struct {
+	kind error
+	msg  string
+}
 
-// Check reports why files cannot be shared, wrapping ErrInvalid or
-// ErrTooLarge with a text naming the file or field.
-func (s *Store) Check(files []File) error {
-	if len(files) == 0 || len(files) > s.maxFiles {
-		return fmt.Errorf("%w: \"files\" must hold 1 to %d files", ErrInvalid, s.maxFiles)
+func (e *storeError) Error() string        { return e.msg }
+func (e *storeError) Is(target error) bool { return target == e.kind }
+
+// goneError is ErrGone with the reason, for the message a user reads.
+func goneError(id, reason string, retention time.Duration) error {
+	if reason == goneExpired {
+		return &storeError{ErrGone, fmt.Sprintf("share %q has expired: it was not opened for %s", id, Days(retention))}
+	}
+	return &storeError{ErrGone, fmt.Sprintf("share %q was deleted by the operator", id)}
+}
+
+func fullError(used, size, quota int64) error {
+	return &storeError{ErrFull, fmt.Sprintf(
+		"the server's shares are full (%d of %d bytes; this project needs %d): no new share can be made now", used, quota, size)}
+}
+
+// Days writes a retention the way people count it: "30 days" when it is
+// whole days, else Go's duration form.
+func Days(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		if n := d / (24 * time.Hour); n != 1 {
+			return fmt.Sprintf("%d days", n)
+		}
+		return "1 day"
+	}
+	return d.String()
+}
+
+// Check reports why files cannot be shared under c, wrapping ErrInvalid
+// or ErrTooLarge with a text naming the file or field.
+func (c Config) Check(files []File) error {
+	if len(files) == 0 || len(files) > c.MaxFiles {
+		return fmt.Errorf("%w: \"files\" must hold 1 to %d files", ErrInvalid, c.MaxFiles)
 	}
 	var total int64
 	mains := 0
@@ -93,8 +158,8 @@ func (s *Store) Check(files []File) error {
 	if mains != 1 {
 		return fmt.Errorf("%w: exactly one file must have \"main\": true, %d do", ErrInvalid, mains)
 	}
-	if total > s.maxBytes {
-		return fmt.Errorf("%w: %d bytes of content, at most %d", ErrTooLarge, total, s.maxBytes)
+	if total > c.MaxBytes {
+		return fmt.Errorf("%w: %d bytes of content, at most %d", ErrTooLarge, total, c.MaxBytes)
 	}
 	return nil
 }
@@ -114,53 +179,30 @@ func ID(files []File) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Put checks and stores files and returns their id; created is false when
-// the same project was shared before.
-func (s *Store) Put(ctx context.Context, files []File) (id string, created bool, err error) {
-	if err := s.Check(files); err != nil {
-		return "", false, err
-	}
-	id = ID(files)
-	data, err := json.Marshal(files)
-	if err != nil {
-		return "", false, fmt.Errorf("shares: %w", err)
-	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO shares (id, files, created) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		id, string(data), time.Now().Unix())
-	if err != nil {
-		return "", false, fmt.Errorf("shares: put: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return "", false, fmt.Errorf("shares: put: %w", err)
-	}
-	return id, n == 1, nil
-}
-
-// Get returns the files of a share.
-func (s *Store) Get(ctx context.Context, id string) ([]File, error) {
-	if !validID(id) {
-		return nil, ErrBadID
-	}
-	var data string
-	err := s.db.QueryRowContext(ctx, `SELECT files FROM shares WHERE id = ?`, id).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("shares: get: %w", err)
-	}
-	var files []File
-	if err := json.Unmarshal([]byte(data), &files); err != nil {
-		return nil, fmt.Errorf("shares: get %s: %w", id, err)
-	}
-	return files, nil
-}
-
 func validID(id string) bool {
 	if len(id) != IDLength {
 		return false
 	}
 	_, err := base64.RawURLEncoding.DecodeString(id)
 	return err == nil
+}
+
+// encode checks files under c and returns their id and stored form.
+func (c Config) encode(files []File) (id string, data []byte, err error) {
+	if err := c.Check(files); err != nil {
+		return "", nil, err
+	}
+	data, err = json.Marshal(files)
+	if err != nil {
+		return "", nil, fmt.Errorf("shares: %w", err)
+	}
+	return ID(files), data, nil
+}
+
+func decodeFiles(id string, data []byte) ([]File, error) {
+	var files []File
+	if err := json.Unmarshal(data, &files); err != nil {
+		return nil, fmt.Errorf("shares: get %s: %w", id, err)
+	}
+	return files, nil
 }

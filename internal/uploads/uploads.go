@@ -12,6 +12,7 @@ package uploads
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
@@ -55,23 +56,27 @@ func Hash(data []byte) string {
 
 // New returns an empty Store.
 func New(cfg Config) *Store {
-	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+	return &Store{cfg: cfg.withDefaults(), entries: make(map[string]*list.Element)}
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
 	}
-	if cfg.MinAge <= 0 {
-		cfg.MinAge = DefaultMinAge
+	if c.MinAge <= 0 {
+		c.MinAge = DefaultMinAge
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	return &Store{cfg: cfg, entries: make(map[string]*list.Element)}
+	return c
 }
 
 // Put keeps data under its hash, which the caller has already checked
 // (Hash(data) == hash). It reports whether the file is kept: false when it
 // is larger than the whole store, or when making room would evict a file
 // used less than MinAge ago. Storing a file already present refreshes it.
-func (s *Store) Put(hash string, data []byte) bool {
+func (s *Store) Put(_ context.Context, hash string, data []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
@@ -90,7 +95,7 @@ func (s *Store) Put(hash string, data []byte) bool {
 }
 
 // Get returns the file stored under hash and refreshes its age.
-func (s *Store) Get(hash string) ([]byte, bool) {
+func (s *Store) Get(_ context.Context, hash string) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.entries[hash]

@@ -2,10 +2,13 @@ package uploads
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
 )
+
+var ctx = context.Background()
 
 type clock struct{ t time.Time }
 
@@ -20,14 +23,14 @@ func newStore(maxBytes int64) (*Store, *clock) {
 func TestRestoreReturnsStoredBytes(t *testing.T) {
 	s, _ := newStore(1 << 10)
 	data := []byte("draw(unitcircle);")
-	if !s.Put(Hash(data), data) {
+	if !s.Put(ctx, Hash(data), data) {
 		t.Fatal("Put refused a small file into an empty store")
 	}
-	got, ok := s.Get(Hash(data))
+	got, ok := s.Get(ctx, Hash(data))
 	if !ok || !bytes.Equal(got, data) {
 		t.Fatalf("Get = %q, %v; want the stored bytes", got, ok)
 	}
-	if _, ok := s.Get(Hash([]byte("other"))); ok {
+	if _, ok := s.Get(ctx, Hash([]byte("other"))); ok {
 		t.Fatal("Get found a file never stored")
 	}
 }
@@ -42,17 +45,17 @@ func TestHashIsLowercaseHexSHA256(t *testing.T) {
 func TestFileYoungerThanMinAgeIsNeverEvicted(t *testing.T) {
 	s, c := newStore(10)
 	a := []byte("aaaaaaaa")
-	s.Put(Hash(a), a)
+	s.Put(ctx, Hash(a), a)
 	c.advance(9 * time.Minute)
 	b := []byte("bbbbbbbb")
-	if s.Put(Hash(b), b) {
+	if s.Put(ctx, Hash(b), b) {
 		t.Fatal("Put evicted a file used 9 minutes ago to make room")
 	}
 	if !s.Has(Hash(a)) {
 		t.Fatal("the young file is gone")
 	}
 	c.advance(time.Minute)
-	if !s.Put(Hash(b), b) {
+	if !s.Put(ctx, Hash(b), b) {
 		t.Fatal("Put refused although the old file is 10 minutes old")
 	}
 	if s.Has(Hash(a)) || !s.Has(Hash(b)) {
@@ -63,12 +66,12 @@ func TestFileYoungerThanMinAgeIsNeverEvicted(t *testing.T) {
 func TestRestoreRefreshesAge(t *testing.T) {
 	s, c := newStore(10)
 	a := []byte("aaaaaaaa")
-	s.Put(Hash(a), a)
+	s.Put(ctx, Hash(a), a)
 	c.advance(9 * time.Minute)
-	s.Get(Hash(a))
+	s.Get(ctx, Hash(a))
 	c.advance(9 * time.Minute)
 	b := []byte("bbbbbbbb")
-	if s.Put(Hash(b), b) {
+	if s.Put(ctx, Hash(b), b) {
 		t.Fatal("a file restored 9 minutes ago was evicted")
 	}
 }
@@ -76,7 +79,7 @@ func TestRestoreRefreshesAge(t *testing.T) {
 func TestFileLargerThanStoreIsNotKept(t *testing.T) {
 	s, _ := newStore(4)
 	big := []byte("12345")
-	if s.Put(Hash(big), big) {
+	if s.Put(ctx, Hash(big), big) {
 		t.Fatal("Put kept a file larger than MaxBytes")
 	}
 	if files, n := s.Usage(); files != 0 || n != 0 {
@@ -87,11 +90,11 @@ func TestFileLargerThanStoreIsNotKept(t *testing.T) {
 func TestFailedPutEvictsNothing(t *testing.T) {
 	s, c := newStore(10)
 	old, young := []byte("oooo"), []byte("yyyy")
-	s.Put(Hash(old), old)
+	s.Put(ctx, Hash(old), old)
 	c.advance(11 * time.Minute)
-	s.Put(Hash(young), young)
+	s.Put(ctx, Hash(young), young)
 	big := []byte("bbbbbbbb") // fits only if the young file goes too
-	if s.Put(Hash(big), big) {
+	if s.Put(ctx, Hash(big), big) {
 		t.Fatal("Put made room by evicting a young file")
 	}
 	if !s.Has(Hash(old)) || !s.Has(Hash(young)) {
@@ -112,11 +115,11 @@ func TestStoreKeepsItsPromises(t *testing.T) {
 			h := Hash(data)
 			switch rng.IntN(3) {
 			case 0:
-				if s.Put(h, data) {
+				if s.Put(ctx, h, data) {
 					lastUse[h] = c.now()
 				}
 			case 1:
-				if _, ok := s.Get(h); ok {
+				if _, ok := s.Get(ctx, h); ok {
 					lastUse[h] = c.now()
 				}
 			case 2:

@@ -76,11 +76,14 @@ const startBound = 60 * time.Second
 // adminToken is the /v1 admin token every scheduler of a test knows.
 const adminToken = "usher_e2e-test-admin-token"
 
-func (d *deployment) startFront(name string) *front {
+// startFront starts a queue server; extra flags override the defaults
+// (the result cache is off unless extra turns it on).
+func (d *deployment) startFront(name string, extra ...string) *front {
 	d.t.Helper()
-	p := testbin.Start(d.t, name, d.bin, "serve", "--redis", d.redisURL, "--node", name,
+	args := append([]string{"serve", "--redis", d.redisURL, "--node", name,
 		"--listen", "127.0.0.1:0", "--data", filepath.Join(d.dir, name+".db"), "--cache-bytes", "0",
-		"--max-queued-per-client", "1000", "--log-level", "debug")
+		"--max-queued-per-client", "1000", "--log-level", "debug"}, extra...)
+	p := testbin.Start(d.t, name, d.bin, args...)
 	m, err := p.WaitFor(servingRE, startBound)
 	if err != nil {
 		d.t.Fatal(err)
