@@ -38,7 +38,7 @@ button{margin-top:.8rem;padding:.4rem 1rem;font:inherit}
 {{if .Error}}<p class="error" id="error" role="alert">{{.Error}}</p>{{end}}
 <button type="submit" id="login">Log in</button>
 </form>
-<p><small>Ask the operator for a token (usher tokens create --role client).</small></p>
+<p><small>Ask the operator for a token (usher token create NAME --role client).</small></p>
 </body></html>
 `))
 
