@@ -2,6 +2,7 @@ package access
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -236,5 +237,36 @@ func TestRateLimits(t *testing.T) {
 	}
 	if rec := send(render, http.MethodGet, "198.51.100.1:1"); rec.Code != 429 || rec.Header().Get("Retry-After") != "1" {
 		t.Fatalf("second render in a second: %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+}
+
+// The rate limiter forgets clients whose bucket is full again, so that a
+// stream of passers-by does not grow it without bound.
+func TestRateLimiterForgetsQuietClients(t *testing.T) {
+	l := NewRateLimiter(Rate{N: 2, Per: time.Minute})
+	now := time.Unix(1_700_000_000, 0)
+	for i := range 100 {
+		l.Allow(fmt.Sprintf("198.51.100.%d", i), now)
+	}
+	l.Allow("203.0.113.1", now.Add(30*time.Second)) // sweeps nothing yet: a minute has not passed
+	if n := l.clients(); n != 101 {
+		t.Fatalf("%d clients kept; want 101", n)
+	}
+	l.Allow("203.0.113.1", now.Add(61*time.Second))
+	if n := l.clients(); n != 1 {
+		t.Fatalf("after a quiet minute %d clients kept; want only the one still active", n)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]Rate{"10/m": {10, time.Minute}, "5/s": {5, time.Second}, "100/hour": {100, time.Hour}, "0": {}, "0/m": {}} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"10", "10/d", "-1/m", "x/m", "10/"} {
+		if _, err := ParseRate(bad); err == nil {
+			t.Errorf("ParseRate(%q) accepted it", bad)
+		}
 	}
 }
