@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/usherhq/usher/internal/access"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/testwait"
 	"github.com/usherhq/usher/internal/tokens"
 	"github.com/usherhq/usher/internal/webapp"
 	"github.com/usherhq/usher/internal/wire"
@@ -296,5 +300,48 @@ func TestRedisModeLoginUsesTheTokensInRedis(t *testing.T) {
 	}
 	if code, _, _ := send(t, ts.srv, "GET", "/metrics", "", bearer(adminTok)); code != 200 {
 		t.Fatalf("/metrics with an admin token from Redis: %d", code)
+	}
+}
+
+// Serving with --admin-listen: the operator views answer on their own
+// listener without a token, the public listener has none of them, and
+// both stop at shutdown.
+func TestServeListenersSplitsTheOperatorViews(t *testing.T) {
+	svc, err := New(Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DataPath: filepath.Join(t.TempDir(), "usher.db"),
+		AdminAddr: "127.0.0.1:0", WebApp: webapp.Handler()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- svc.ServeListeners(ctx, public, admin) }()
+	get := func(ln net.Listener, path string) int {
+		resp, err := http.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testwait.Eventually(t, 10*time.Second, func() bool { return get(public, "/readyz") == 200 }, "the public listener ready")
+	for path, want := range map[string][2]int{"/metrics": {404, 200}, "/dashboard": {404, 200}, "/api/info": {200, 404}} {
+		if got := [2]int{get(public, path), get(admin, path)}; got != want {
+			t.Errorf("%s: public, admin = %v; want %v", path, got, want)
+		}
+	}
+	stop()
+	if err := testwait.Receive(t, 30*time.Second, done, "ServeListeners to return"); err != nil {
+		t.Fatal(err)
+	}
+	if get(admin, "/metrics") != 0 {
+		t.Fatal("the admin listener still answers after shutdown")
 	}
 }
