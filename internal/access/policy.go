@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/usherhq/usher/internal/tokens"
 )
 
@@ -29,6 +31,8 @@ type Config struct {
 	// ConnectionsPerClient bounds a client's /asy connections at once.
 	ConnectionsPerClient int
 	Logger               *slog.Logger
+	// Registerer, when set, receives usher_access_refused_total.
+	Registerer prometheus.Registerer
 	// now is the clock of the rate limits (time.Now when nil).
 	now func() time.Time
 }
@@ -39,7 +43,17 @@ type Policy struct {
 	shares  *RateLimiter
 	renders *RateLimiter
 	conns   *ConnectionLimiter
+	refused *prometheus.CounterVec
 }
+
+// Reasons of usher_access_refused_total.
+const (
+	refusedOrigin      = "origin"
+	refusedLogin       = "login"
+	refusedAdmin       = "admin"
+	refusedRate        = "rate"
+	refusedConnections = "connections"
+)
 
 // New builds the policy of cfg.
 func New(cfg Config) *Policy {
@@ -49,8 +63,23 @@ func New(cfg Config) *Policy {
 	if cfg.now == nil {
 		cfg.now = time.Now
 	}
-	return &Policy{cfg: cfg, shares: NewRateLimiter(cfg.ShareRate), renders: NewRateLimiter(cfg.RenderRate),
-		conns: NewConnectionLimiter(cfg.ConnectionsPerClient)}
+	p := &Policy{cfg: cfg, shares: NewRateLimiter(cfg.ShareRate), renders: NewRateLimiter(cfg.RenderRate),
+		conns: NewConnectionLimiter(cfg.ConnectionsPerClient),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_access_refused_total",
+			Help: "Requests refused before any work, by reason: origin, login, admin, rate, connections."}, []string{"reason"})}
+	for _, r := range []string{refusedOrigin, refusedLogin, refusedAdmin, refusedRate, refusedConnections} {
+		p.refused.WithLabelValues(r)
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(p.refused)
+	}
+	return p
+}
+
+// deny counts a refusal and answers it with JSON {error}.
+func (p *Policy) deny(w http.ResponseWriter, reason string, status int, text string) {
+	p.refused.WithLabelValues(reason).Inc()
+	writeError(w, status, text)
 }
 
 // ClientAddress names the client of r everywhere a client is named:
@@ -63,15 +92,15 @@ func (p *Policy) ClientAddress(r *http.Request) string { return p.cfg.Proxies.Cl
 func (p *Policy) WebSocket(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := p.cfg.Origins.Check(r); err != nil {
-			writeError(w, http.StatusForbidden, err.Error())
+			p.deny(w, refusedOrigin, http.StatusForbidden, err.Error())
 			return
 		}
 		client := p.ClientAddress(r)
 		release, ok := p.conns.Acquire(client)
 		if !ok {
-			p.cfg.Logger.Info("access: connection limit", "client", client, "most", p.cfg.ConnectionsPerClient)
+			p.cfg.Logger.Debug("access: connection limit", "client", client, "most", p.cfg.ConnectionsPerClient)
 			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusTooManyRequests, "too many connections from your address at once; close one and try again")
+			p.deny(w, refusedConnections, http.StatusTooManyRequests, "too many connections from your address at once; close one and try again")
 			return
 		}
 		defer release()
@@ -88,7 +117,7 @@ func (p *Policy) CORS(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Origin")
 		if err := p.cfg.Origins.Check(r); err != nil {
-			writeError(w, http.StatusForbidden, err.Error())
+			p.deny(w, refusedOrigin, http.StatusForbidden, err.Error())
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
@@ -138,9 +167,9 @@ func (p *Policy) limit(l *RateLimiter, what, method string, h http.Handler) http
 		if method == "" || r.Method == method {
 			client := p.ClientAddress(r)
 			if ok, wait := l.Allow(client, p.cfg.now()); !ok {
-				p.cfg.Logger.Info("access: rate limit", "what", what, "client", client)
+				p.cfg.Logger.Debug("access: rate limit", "what", what, "client", client)
 				w.Header().Set("Retry-After", retryAfter(wait))
-				writeError(w, http.StatusTooManyRequests, "too many "+what+" from your address; try again in "+retryAfter(wait)+" s")
+				p.deny(w, refusedRate, http.StatusTooManyRequests, "too many "+what+" from your address; try again in "+retryAfter(wait)+" s")
 				return
 			}
 		}
@@ -207,6 +236,11 @@ func (p *Policy) refuse(w http.ResponseWriter, r *http.Request, err error, statu
 		writeError(w, http.StatusServiceUnavailable, textStoreDown)
 		return
 	}
+	reason := refusedLogin
+	if status == http.StatusForbidden {
+		reason = refusedAdmin
+	}
+	p.refused.WithLabelValues(reason).Inc()
 	if wantsPage(r) {
 		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return

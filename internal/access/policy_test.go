@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // work is a plain handler that counts the requests that reached it.
@@ -106,6 +108,9 @@ func TestWebSocketRefusesOtherOriginsBeforeWork(t *testing.T) {
 			}
 		}
 	}
+	if n := p.refusals(t, refusedOrigin); n != 2 {
+		t.Fatalf("usher_access_refused_total{reason=origin} = %v; want 2", n)
+	}
 }
 
 // A client holding its most connections gets 429 with Retry-After before
@@ -129,6 +134,9 @@ func TestWebSocketConnectionsPerClient(t *testing.T) {
 		t.Fatalf("third connection: %d, Retry-After %q; want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 	}
 	errorText(t, rec)
+	if n := p.refusals(t, refusedConnections); n != 1 {
+		t.Fatalf("usher_access_refused_total{reason=connections} = %v; want 1", n)
+	}
 	go func() { done <- do(h, request("198.51.100.2:1", nil)).Code }()
 	<-entered // another client is not held back
 	close(release)
@@ -269,4 +277,14 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q) accepted it", bad)
 		}
 	}
+}
+
+// refusals reads usher_access_refused_total for reason.
+func (p *Policy) refusals(t *testing.T, reason string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := p.refused.WithLabelValues(reason).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

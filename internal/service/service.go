@@ -196,7 +196,7 @@ func (s *Service) open(ctx context.Context) error {
 		return err
 	}
 	acfg := s.cfg.Access
-	acfg.Tokens, acfg.Logger = s.mode.tokens(), s.cfg.Logger
+	acfg.Tokens, acfg.Logger, acfg.Registerer = s.mode.tokens(), s.cfg.Logger, s.registry
 	s.access = access.New(acfg)
 	if qcfg.ClientAddress == nil {
 		qcfg.ClientAddress = s.access.ClientAddress
