@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -287,4 +288,50 @@ func (p *Policy) refusals(t *testing.T, reason string) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// Whatever a browser (or a forger) puts in Origin or Referer: only the
+// server's own host passes the default policy, and "*" passes all.
+func FuzzOriginCheck(f *testing.F) {
+	for _, s := range []string{"http://usher.example", "https://usher.example:443", "http://usher.example.evil.org",
+		"http://evil.org#usher.example", "http://usher.example@evil.org", "null", "http://[::1]:80", "https://usher.example/x?y"} {
+		f.Add(s, "usher.example", false)
+		f.Add(s, "usher.example", true)
+	}
+	star := Origins{any: true}
+	f.Fuzz(func(t *testing.T, value, host string, referer bool) {
+		r := httptest.NewRequest(http.MethodGet, "http://usher.example/api/render", nil)
+		r.Host = host
+		if referer {
+			r.Header.Set("Referer", value)
+		} else {
+			r.Header.Set("Origin", value)
+		}
+		if err := star.Check(r); err != nil {
+			t.Fatalf("* refused %q: %v", value, err)
+		}
+		if (Origins{}).Check(r) != nil {
+			return
+		}
+		origin, told := RequestOrigin(r)
+		if !told {
+			return // nothing to check
+		}
+		norm, ok := normalizeOrigin(origin)
+		if !ok {
+			t.Fatalf("allowed %q, which is not an origin", origin)
+		}
+		u, _ := url.Parse(norm)
+		if !strings.EqualFold(u.Hostname(), hostOnly(host)) {
+			t.Fatalf("allowed origin %q for host %q", origin, host)
+		}
+	})
+}
+
+// hostOnly is a Host header without its port.
+func hostOnly(h string) string {
+	if u, err := url.Parse("http://" + h); err == nil {
+		return u.Hostname()
+	}
+	return h
 }
