@@ -26,6 +26,9 @@ packages=(
   # Cluster with redis-cli.
   redis-server
   redis-tools
+  # The reverse-proxy test runs nginx, with the configuration the docs
+  # print (docs/nginx-usher.conf), in front of usher serve.
+  nginx
 )
 # node and npm build the bundle (esbuild) and drive the browser tests
 # (playwright-core); Debian's packages only when no node is on the PATH.

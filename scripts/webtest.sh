@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts bin/usher serve on a free loopback port with a fresh data file and
-# two local backends (both may run slow tasks), and a small multi-node
+# two local backends (both may run slow tasks), a second one with --auth
+# (one backend), and a small multi-node
 # deployment (a redis-server, one usher scheduler, one usher serve --redis)
 # for the multi-node dashboard; runs the browser scenarios
 # (web/test/run.mjs) against them, and stops them. Screenshots land in
@@ -17,9 +18,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-# wait_ready URL PID LOG: polls URL until it answers, failing when PID exits.
+# wait_ready URL PID LOG: polls URL until it answers (30 s: sandboxes start
+# slowly on a busy machine), failing when PID exits.
 wait_ready() {
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     curl -fs "$1" >/dev/null 2>&1 && return 0
     kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
     sleep 0.1
@@ -30,6 +32,12 @@ wait_ready() {
 pid=$!
 pids+=("$pid")
 wait_ready "http://127.0.0.1:$port/readyz" "$pid" "$tmp/serve.log"
+
+aport=$(free_port)
+./bin/usher serve --auth --admin-token "$token" --listen "127.0.0.1:$aport" --data "$tmp/auth.db" --backends 1 --log-level warn >"$tmp/auth.log" 2>&1 &
+apid=$!
+pids+=("$apid")
+wait_ready "http://127.0.0.1:$aport/readyz" "$apid" "$tmp/auth.log"
 
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --dir "$tmp" --save "" --appendonly no --logfile "$tmp/redis.log" &
@@ -43,5 +51,5 @@ spid=$!
 pids+=("$spid")
 wait_ready "http://127.0.0.1:$mport/readyz" "$mpid" "$tmp/multi.log"
 
-USHER_URL="http://127.0.0.1:$port" USHER_TOKEN="$token" USHER_MULTINODE_URL="http://127.0.0.1:$mport" USHER_SCHEDULER_PID="$spid" \
-  node web/test/run.mjs "$@" || { echo "--- usher serve log" >&2; tail -50 "$tmp/serve.log" >&2; echo "--- multi-node logs" >&2; tail -20 "$tmp/multi.log" "$tmp/sched.log" >&2; exit 1; }
+USHER_URL="http://127.0.0.1:$port" USHER_TOKEN="$token" USHER_AUTH_URL="http://127.0.0.1:$aport" USHER_MULTINODE_URL="http://127.0.0.1:$mport" USHER_SCHEDULER_PID="$spid" \
+  node web/test/run.mjs "$@" || { echo "--- usher serve log" >&2; tail -50 "$tmp/serve.log" >&2; echo "--- multi-node logs" >&2; tail -20 "$tmp/multi.log" "$tmp/sched.log" "$tmp/auth.log" >&2; exit 1; }

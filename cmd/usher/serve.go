@@ -24,6 +24,7 @@ type serveOptions struct {
 	shareBytes, shareQuota            byteSize
 	jobTiers                          string
 	jobsMaxBody                       byteSize
+	access                            accessFlags
 }
 
 func newServeCommand() *cobra.Command {
@@ -57,7 +58,10 @@ Shares: --share-retention expires shares not opened for that long (410),
 delete' removes one (docs/operations.md, "Shares").
 
 Endpoints: /asy (the queue protocol, docs/protocol.md), /v1, /livez,
-/readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting
+/readyz; the operator views /dashboard, /api/dashboard and /metrics
+(Prometheus) need the admin token, or live on --admin-listen alone.
+Hosting for the public (docs/operations.md): --allowed-origins,
+--trusted-proxies, --auth and the rate limits. On SIGINT or SIGTERM it stops accepting
 connections, lets running tasks finish for up to --shutdown-grace, then
 aborts them.`,
 		Args: cobra.NoArgs,
@@ -73,6 +77,9 @@ aborts them.`,
 			}
 			cfg.Jobs.Tiers, cfg.Jobs.MaxBody = tiers, int64(o.jobsMaxBody)
 			cfg.Sandbox.Limits.Files, cfg.Sandbox.Limits.Upload = cfg.Queue.MaxFiles, cfg.Queue.MaxUpload
+			if cfg.Access, err = o.access.config(); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
 			if cfg.Redis.URL != "" && !cmd.Flags().Changed("backends") {
 				cfg.LocalBackends = 0 // the backends register in Redis
 			}
@@ -111,6 +118,8 @@ aborts them.`,
 	f.StringVar(&cfg.Redis.URL, "redis", "", "run as a queue server of multi-node mode on this Redis (docs/redis.md): redis://host:port, ?cluster=true or ?master=NAME")
 	f.StringVar(&cfg.Redis.Prefix, "redis-prefix", redisq.DefaultPrefix, "prefix of every Redis key (a {hash tag} keeps them in one Cluster slot)")
 	f.StringVar(&cfg.Redis.Node, "node", redisq.DefaultNode(), "this process's name in multi-node mode")
+	f.StringVar(&cfg.AdminAddr, "admin-listen", "", "serve the operator views (/dashboard, /api/dashboard, /metrics) on this address, without a token, and not on --listen")
+	o.access.register(f)
 	o.sandbox.register(f)
 	envFallback(cmd, "USHER_SERVE_")
 	return cmd

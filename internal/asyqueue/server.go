@@ -123,7 +123,8 @@ func NewServer(ctx context.Context, cfg Config, q Queue, up UploadStore, cache R
 }
 
 // ServeHTTP upgrades the request to a WebSocket and serves one task.
-// Any origin may connect: the protocol carries no credentials.
+// It accepts any origin: which origins may connect is the caller's policy,
+// checked before the upgrade (internal/access, Policy.WebSocket).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {

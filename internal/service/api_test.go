@@ -130,15 +130,7 @@ const streamDeadline = 60 * time.Second
 func openDashboard(t *testing.T, ts *testService) *dashboardStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), streamDeadline)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.srv.URL+"/api/dashboard", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
+	resp := ts.adminGet(t, ctx, "/api/dashboard")
 	t.Cleanup(func() { resp.Body.Close(); cancel() })
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)

@@ -33,6 +33,7 @@ type embedded struct {
 	jobs     *jobs.Engine
 	jobStore *sqlitejobs.Store
 	jobsAPI  http.Handler
+	toks     *tokens.Store
 }
 
 // openEmbedded builds the embedded default on the open data file and
@@ -77,14 +78,13 @@ func (m *embedded) openJobs(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	toks, err := tokens.Open(ctx, db)
-	if err != nil {
+	if m.toks, err = tokens.Open(ctx, db); err != nil {
 		return err
 	}
-	if err := m.ensureAdminToken(ctx, toks); err != nil {
+	if err := m.ensureAdminToken(ctx, m.toks); err != nil {
 		return err
 	}
-	m.jobsAPI = jobsapi.Handler(jobsapi.Config{Engine: m.jobs, Tokens: toks, MaxBody: jc.MaxBody, Logger: m.cfg.Logger})
+	m.jobsAPI = jobsapi.Handler(jobsapi.Config{Engine: m.jobs, Tokens: m.toks, MaxBody: jc.MaxBody, Logger: m.cfg.Logger})
 	return nil
 }
 
@@ -122,6 +122,7 @@ func (m *embedded) queue() asyqueue.Queue           { return m.d }
 func (m *embedded) snapshots() *asyqueue.Dispatcher { return m.d }
 func (m *embedded) v1() http.Handler                { return m.jobsAPI }
 func (m *embedded) drain()                          { m.jobs.Drain() }
+func (m *embedded) tokens() *tokens.Store           { return m.toks }
 
 func (m *embedded) dashboard(context.Context) (dashboard.Dashboard, error) {
 	st, err := m.d.Dashboard()

@@ -40,10 +40,7 @@ func TestFirstStartWritesAnAdminToken(t *testing.T) {
 	if got := get(""); got != 401 {
 		t.Fatalf("GET /v1/queues without a token = %d; want 401", got)
 	}
-	resp, err := http.Get(ts.srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := ts.adminGet(t, t.Context(), "/metrics")
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(metrics), `usher_jobs_total{event="succeeded"} 0`) {

@@ -15,19 +15,22 @@ import (
 	"github.com/usherhq/usher/internal/redisq/frontend"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/shares"
+	"github.com/usherhq/usher/internal/tokens"
 	"github.com/usherhq/usher/internal/uploads"
 )
 
 // multiNode is a queue server of multi-node mode: /asy hands tasks to
 // Redis for the elected scheduler and the backends registered there, /v1
 // goes to the leading scheduler, and the dashboard is the one it publishes
-// (docs/redis.md). No backend, jobs engine or token store runs here.
+// (docs/redis.md). No backend or jobs engine runs here; logins and the
+// admin token are checked against the tokens the schedulers keep in Redis.
 type multiNode struct {
 	rdb    redis.UniversalClient
 	keys   redisq.Keys
 	q      *frontend.Queue
 	leader *leaderProxy
 	dash   *remoteDashboard
+	toks   *tokens.Store
 }
 
 // openMultiNode connects to multi-node mode's Redis.
@@ -50,6 +53,7 @@ func openMultiNode(ctx context.Context, cfg Config) (*multiNode, error) {
 	return &multiNode{
 		rdb:    rdb,
 		keys:   keys,
+		toks:   tokens.OpenRedis(rdb, keys.Prefix(), 0, cfg.Logger),
 		leader: newLeaderProxy(rdb, keys.SchedulerAPI(), cfg.Logger),
 		dash:   newRemoteDashboard(rdb, keys, cfg.dashEvery/2, cfg.Logger),
 		q: frontend.New(ctx, rdb, frontend.Config{Keys: keys, Tiers: cfg.tiers(), Node: cfg.Redis.Node,
@@ -97,6 +101,7 @@ func (m *multiNode) snapshots() *asyqueue.Dispatcher { return nil }
 func (m *multiNode) v1() http.Handler                { return m.leader }
 func (m *multiNode) start(context.Context) error     { return nil }
 func (m *multiNode) drain()                          {}
+func (m *multiNode) tokens() *tokens.Store           { return m.toks }
 func (m *multiNode) close()                          { m.rdb.Close() }
 
 func (m *multiNode) dashboard(ctx context.Context) (dashboard.Dashboard, error) {

@@ -26,6 +26,7 @@ import (
 	"github.com/usherhq/usher/internal/redisq/scheduler"
 	"github.com/usherhq/usher/internal/testbin"
 	"github.com/usherhq/usher/internal/testwait"
+	"github.com/usherhq/usher/internal/tokens"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -62,6 +63,12 @@ func startRedisFront(t *testing.T) *redisFront {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
+	// The schedulers keep the tokens in Redis; the operator views check
+	// the admin token there.
+	if _, err := tokens.OpenRedis(rdb, redisq.DefaultPrefix, 0, nil).Add(t.Context(), redisAdmin, "test admin", tokens.Admin); err != nil {
+		t.Fatal(err)
+	}
+	ts.admin = redisAdmin
 	return &redisFront{testService: ts, url: url, rdb: rdb, keys: redisq.NewKeys(redisq.DefaultPrefix), logs: logs}
 }
 
@@ -294,10 +301,7 @@ func TestRedisDashboardWithoutALeadersDocument(t *testing.T) {
 // the leading scheduler: its own engine is empty.
 func TestRedisModeMetricsLeaveJobsToTheLeader(t *testing.T) {
 	f := startRedisFront(t)
-	resp, err := http.Get(f.srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := f.adminGet(t, t.Context(), "/metrics")
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if strings.Contains(string(body), "usher_jobs_") || !strings.Contains(string(body), "go_goroutines") {

@@ -22,17 +22,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/usherhq/usher/internal/access"
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/internal/tokens"
 )
 
 // Config is what `usher serve` takes from its flags.
 type Config struct {
-	Addr     string // HTTP listen address
+	Addr string // HTTP listen address
+	// AdminAddr, when set, serves the operator views (/dashboard,
+	// /api/dashboard, /metrics) there, without a token, and not on Addr.
+	AdminAddr string
+	// Access is who may use what (docs/operations.md, "Hosting for the
+	// public"); its Tokens and Logger are the service's.
+	Access   access.Config
 	DataPath string // the SQLite file
 	// LocalBackends is how many tasks run in-process at once (0: none).
 	LocalBackends int
@@ -115,6 +123,8 @@ type Service struct {
 	registry *prometheus.Registry
 	shares   shares.Store
 	queueCfg asyqueue.Config // with defaults applied
+	access   *access.Policy
+	admin    http.Handler // the operator views on AdminAddr; nil without
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
 	asyVersion string
@@ -133,6 +143,8 @@ type mode interface {
 	snapshots() *asyqueue.Dispatcher
 	// v1 serves the generic jobs' API under /v1/.
 	v1() http.Handler
+	// tokens is the token store of logins and the admin token.
+	tokens() *tokens.Store
 	// dashboard is the state /api/dashboard sends now.
 	dashboard(ctx context.Context) (dashboard.Dashboard, error)
 	// start runs the mode's work until ctx ends.
@@ -180,6 +192,13 @@ func (s *Service) open(ctx context.Context) error {
 	if s.mode, err = s.openMode(ctx); err != nil {
 		return err
 	}
+	acfg := s.cfg.Access
+	acfg.Tokens, acfg.Logger, acfg.Registerer = s.mode.tokens(), s.cfg.Logger, s.registry
+	s.access = access.New(acfg)
+	if qcfg.ClientAddress == nil {
+		qcfg.ClientAddress = s.access.ClientAddress
+	}
+	s.queueCfg.ClientAddress = qcfg.ClientAddress
 	st, err := s.mode.stores(ctx, db, s.cfg, s.shareConfig())
 	if err != nil {
 		return err
@@ -188,6 +207,9 @@ func (s *Service) open(ctx context.Context) error {
 	s.registry.MustRegister(newShareCollector(s.shares, s.cfg.ShareQuota))
 	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), st.uploads, st.cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
 	s.handler = s.routes()
+	if s.cfg.AdminAddr != "" {
+		s.admin = s.adminRoutes()
+	}
 	return nil
 }
 
@@ -221,26 +243,65 @@ func asyVersion(ctx context.Context) string {
 // Handler is the service's HTTP handler (for tests that serve it themselves).
 func (s *Service) Handler() http.Handler { return s.handler }
 
+// openPaths are reachable without a login under --auth: health checks,
+// the login page, and /v1 with its own tokens.
+var openPaths = []string{"/livez", "/readyz", "/login", "/logout", "/v1/"}
+
 func (s *Service) routes() http.Handler {
+	p := s.access
 	mux := http.NewServeMux()
-	mux.Handle("GET /asy", s.queue)
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /asy", p.WebSocket(s.queue))
+	mux.HandleFunc("GET /livez", livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/info", s.apiInfo)
-	mux.HandleFunc("GET /api/dashboard", s.apiDashboard)
 	mux.Handle("/v1/", s.mode.v1())
-	mux.HandleFunc("POST /api/shares", s.apiPostShare)
-	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
+	mux.Handle("POST /api/shares", p.Shares(http.HandlerFunc(s.apiPostShare)))
+	mux.Handle("GET /api/shares/{id}", p.Shares(http.HandlerFunc(s.apiGetShare)))
+	mux.Handle("OPTIONS /api/shares", p.Shares(http.NotFoundHandler()))      // CORS preflights
+	mux.Handle("OPTIONS /api/shares/{id}", p.Shares(http.NotFoundHandler())) // answer before the handler
+	p.LoginRoutes(mux)
+	if s.cfg.AdminAddr == "" {
+		s.operatorRoutes(mux, p.RequireAdmin)
+	}
 	if s.cfg.WebApp != nil {
-		for _, p := range []string{"GET /{$}", "GET /s/{id}", "GET /dashboard", "GET /assets/"} {
-			mux.Handle(p, s.cfg.WebApp)
+		for _, pat := range []string{"GET /{$}", "GET /s/{id}", "GET /assets/"} {
+			mux.Handle(pat, s.cfg.WebApp)
 		}
 	} else {
 		mux.HandleFunc("GET /{$}", indexPage)
 	}
+	return p.RequireLogin(openPaths, mux)
+}
+
+// operatorRoutes registers the operator views, each wrapped in guard.
+func (s *Service) operatorRoutes(mux *http.ServeMux, guard func(http.Handler) http.Handler) {
+	mux.Handle("GET /metrics", guard(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	mux.Handle("GET /api/dashboard", guard(http.HandlerFunc(s.apiDashboard)))
+	mux.Handle("DELETE /api/shares/{id}", guard(http.HandlerFunc(s.apiDeleteShare)))
+	if s.cfg.WebApp != nil {
+		mux.Handle("GET /dashboard", guard(s.cfg.WebApp))
+	}
+}
+
+// adminRoutes serves the operator views on --admin-listen, open to
+// whoever reaches that address, with the dashboard page's assets.
+func (s *Service) adminRoutes() http.Handler {
+	mux := http.NewServeMux()
+	s.operatorRoutes(mux, func(h http.Handler) http.Handler { return h })
+	mux.HandleFunc("GET /livez", livez)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /{$}", http.RedirectHandler("/dashboard", http.StatusFound))
+	if s.cfg.WebApp != nil {
+		mux.Handle("GET /assets/", s.cfg.WebApp)
+	}
 	return mux
 }
+
+// AdminHandler is the handler of --admin-listen (nil without one), for
+// tests that serve it themselves.
+func (s *Service) AdminHandler() http.Handler { return s.admin }
+
+func livez(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
 
 func (s *Service) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready.Load() {
@@ -265,26 +326,46 @@ func (s *Service) Start() error {
 	return nil
 }
 
-// Serve listens on cfg.Addr until ctx ends, then shuts down gracefully:
-// no new connections, running tasks get ShutdownGrace to finish, then
-// everything still open is aborted.
+// Serve listens on cfg.Addr (and cfg.AdminAddr when set) until ctx
+// ends, then shuts down gracefully: no new connections, running tasks get
+// ShutdownGrace to finish, then everything still open is aborted.
 func (s *Service) Serve(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	return s.ServeListener(ctx, ln)
+	var admin net.Listener
+	if s.cfg.AdminAddr != "" {
+		if admin, err = net.Listen("tcp", s.cfg.AdminAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("serve: --admin-listen: %w", err)
+		}
+	}
+	return s.ServeListeners(ctx, ln, admin)
 }
 
 // ServeListener is Serve on a listener the caller opened.
 func (s *Service) ServeListener(ctx context.Context, ln net.Listener) error {
+	return s.ServeListeners(ctx, ln, nil)
+}
+
+// ServeListeners is Serve on listeners the caller opened: the public one,
+// and the operator views' (nil without --admin-listen).
+func (s *Service) ServeListeners(ctx context.Context, ln, admin net.Listener) error {
 	defer s.close()
 	if err := s.Start(); err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var adminSrv *http.Server
+	if admin != nil && s.admin != nil {
+		adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- adminSrv.Serve(admin) }()
+		defer adminSrv.Close()
+		s.cfg.Logger.Info("usher operator views", "addr", admin.Addr().String())
+	}
 	s.cfg.Logger.Info("usher serving", "addr", ln.Addr().String(), "local_backends", s.cfg.LocalBackends,
 		"remote_backends", len(s.cfg.RemoteBackends), "data", s.cfg.DataPath)
 	select {

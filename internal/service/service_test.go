@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -33,6 +34,8 @@ type testService struct {
 	*Service
 	srv     *httptest.Server
 	workDir string
+	// admin is an admin token, for the operator views.
+	admin string
 }
 
 // startService runs the embedded default with real sandboxed backends
@@ -66,7 +69,30 @@ func startService(t testing.TB, backends int, mutate func(*Config)) *testService
 		srv.Close()
 		svc.close()
 	})
-	return &testService{Service: svc, srv: srv, workDir: work}
+	ts := &testService{Service: svc, srv: srv, workDir: work, admin: cfg.Jobs.AdminToken}
+	if ts.admin == "" && cfg.Redis.URL == "" {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(cfg.DataPath), "usher-admin.token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts.admin = strings.TrimSpace(string(data))
+	}
+	return ts
+}
+
+// adminGet is a GET of an operator view with the admin token.
+func (ts *testService) adminGet(t testing.TB, ctx context.Context, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ts.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // waitIdle waits until nothing is queued or running and no task work

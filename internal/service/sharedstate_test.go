@@ -57,10 +57,13 @@ func queueServersOn(t *testing.T, n int, mutate func(*Config)) []*testService {
 	return out
 }
 
-// metricsText is the service's /metrics.
+// metricsText is the service's /metrics, read from the operator views as
+// --admin-listen serves them.
 func metricsText(t *testing.T, ts *testService) string {
 	t.Helper()
-	resp, err := http.Get(ts.srv.URL + "/metrics")
+	admin := httptest.NewServer(ts.adminRoutes())
+	defer admin.Close()
+	resp, err := http.Get(admin.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +72,12 @@ func metricsText(t *testing.T, ts *testService) string {
 	return string(body)
 }
 
-// deleteShare serves apiDeleteShare as the admin route will, and calls it.
+// deleteShare calls DELETE /api/shares/{id} on the operator views as
+// --admin-listen serves them (the admin token guards the same route on
+// the public listener).
 func deleteShare(t *testing.T, ts *testService, id string) (int, string) {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("DELETE /api/shares/{id}", ts.apiDeleteShare)
-	admin := httptest.NewServer(mux)
+	admin := httptest.NewServer(ts.adminRoutes())
 	defer admin.Close()
 	req, _ := http.NewRequest("DELETE", admin.URL+"/api/shares/"+id, nil)
 	resp, err := http.DefaultClient.Do(req)

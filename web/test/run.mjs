@@ -51,6 +51,17 @@ async function startSpinner(label, timeout) {
   await waitStatus(p, /^running/);
   return p;
 }
+// logIn goes to path on server (base by default), which sends a browser
+// without a login to /login; it logs in there with token and waits to be
+// back at path. The cookie stays in the page's context.
+async function logIn(page, path, token = process.env.USHER_TOKEN, server = base) {
+  await page.goto(server + path);
+  if (!new URL(page.url()).pathname.startsWith("/login")) throw new Error(`${path} without a login opened ${page.url()}, not the login page`);
+  await page.fill("#token", token);
+  await Promise.all([page.waitForURL(server + path, { timeout: 10000 }), page.click("#login")]);
+}
+// openDashboard opens /dashboard of server as the admin, in page.
+const openDashboard = (page, server = base) => logIn(page, "/dashboard", process.env.USHER_TOKEN, server);
 // expectDownload clicks download and checks the file's name and first bytes.
 async function expectDownload(page, name, magic) {
   const [dl] = await Promise.all([page.waitForEvent("download", { timeout: 10000 }), page.click("#download")]);
@@ -204,7 +215,7 @@ const scenarios = {
     await setSource(runner, `while(true){} // dash ${Date.now()}\n`);
     await runner.selectOption("#timeout", "30000"); // outlasts a slow page load; closing the runner stops it
     await runner.click("#compile");
-    await page.goto(base + "/dashboard");
+    await openDashboard(page);
     await page.waitForFunction(() => { const r = document.querySelector("#running tbody td"); return r && !r.classList.contains("empty"); }, null, { timeout: 10000 });
     if (await page.textContent("#leader")) throw new Error("single-node mode names a leader: " + (await page.textContent("#leader")));
     await runner.context().close();
@@ -214,7 +225,7 @@ const scenarios = {
     if (!multi || !pid) throw new Error("set USHER_MULTINODE_URL and USHER_SCHEDULER_PID to a queue server of multi-node mode and its only scheduler (scripts/webtest.sh does)");
     const leader = (re) => page.waitForFunction((src) => new RegExp(src).test(document.getElementById("leader").textContent), re.source, { timeout: 15000 })
       .catch(async () => { throw new Error(`#leader ${JSON.stringify(await page.textContent("#leader"))} never matched ${re}`); });
-    await page.goto(multi + "/dashboard");
+    await openDashboard(page, multi); // the queue server checks the admin token in Redis
     await leader(/^leader: webtest-sched$/);
     if ((await page.getAttribute("#leader", "class")) === "warn") throw new Error("the leading node is shown as a warning");
     await page.screenshot({ path: join(artifacts, "dashboard-multi-node.png"), fullPage: true });
@@ -233,7 +244,7 @@ const scenarios = {
     await v1("PUT", "/v1/limits", { pattern: "net:*", limit: 1 });
     await v1("POST", "/v1/queues/scan/targets", "10.0.0.1\n10.0.0.2\n", "text/plain");
     await v1("POST", "/v1/agent/lease", { agent: "scanner-1", slots: 4 }); // takes one; the limit holds the other
-    await page.goto(base + "/dashboard");
+    await openDashboard(page);
     const row = (table, first) => page.waitForFunction(([t, f]) => [...document.querySelectorAll(`#${t} tbody tr`)]
       .map((tr) => [...tr.cells].map((c) => c.textContent)).find((cells) => cells[0] === f), [table, first], { timeout: 10000 })
       .then((h) => h.jsonValue());
@@ -246,6 +257,44 @@ const scenarios = {
     await page.screenshot({ path: join(artifacts, "dashboard-generic-jobs.png"), fullPage: true });
     await v1("POST", "/v1/agent/leave", { agent: "scanner-1" });
   },
+  async "the dashboard is behind the admin login, and logging out closes it"(page) {
+    await page.goto(base + "/dashboard");
+    if (new URL(page.url()).pathname !== "/login") throw new Error("/dashboard without a login opened " + page.url());
+    await page.fill("#token", "usher_not-a-token-of-this-server");
+    await page.click("#login");
+    await page.waitForSelector("#error");
+    if (!/not known/.test(await page.textContent("#error"))) throw new Error("wrong token: " + (await page.textContent("#error")));
+    await page.screenshot({ path: join(artifacts, "login-refused.png") });
+    await page.fill("#token", process.env.USHER_TOKEN);
+    await Promise.all([page.waitForURL(base + "/dashboard", { timeout: 10000 }), page.click("#login")]);
+    await page.waitForFunction(() => document.getElementById("conn").textContent === "live", null, { timeout: 10000 })
+      .catch(async () => { throw new Error("the dashboard's feed is not live: " + (await page.textContent("#conn"))); });
+    const cookie = (await page.context().cookies()).find((c) => c.name === "usher_token");
+    if (!cookie || !cookie.httpOnly || cookie.sameSite !== "Lax") throw new Error("login cookie: " + JSON.stringify(cookie));
+    if (await page.evaluate(() => document.cookie.includes("usher_token"))) throw new Error("page script can read the login cookie");
+    await page.goto(base + "/login");
+    if (!/admin/.test(await page.textContent("#who"))) throw new Error("login page does not say who is logged in");
+    await Promise.all([page.waitForURL(base + "/login", { timeout: 10000 }), page.click("#logout")]);
+    await page.goto(base + "/dashboard");
+    if (new URL(page.url()).pathname !== "/login") throw new Error("/dashboard after logging out opened " + page.url());
+  },
+  async "with --auth the editor needs a login and compiles with its cookie"(page) {
+    const auth = process.env.USHER_AUTH_URL;
+    if (!auth) throw new Error("set USHER_AUTH_URL to a server started with --auth and --admin-token $USHER_TOKEN (scripts/webtest.sh does)");
+    const r = await fetch(auth + "/v1/tokens", { method: "POST", body: JSON.stringify({ name: "webtest-client", role: "client" }),
+      headers: { Authorization: "Bearer " + process.env.USHER_TOKEN, "Content-Type": "application/json" } });
+    if (r.status !== 201) throw new Error(`POST /v1/tokens: ${r.status} ${await r.text()}`);
+    const { token } = await r.json();
+    await logIn(page, "/", token, auth);
+    await page.screenshot({ path: join(artifacts, "auth-editor.png") });
+    await setSource(page, `size(2cm); draw(unitcircle); // auth ${Date.now()}\n`);
+    await page.click("#compile"); // the WebSocket carries the login cookie
+    await svgShown(page);
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("compile with a login: " + (await page.textContent("#status")));
+    await page.goto(auth + "/dashboard"); // a client is no operator
+    if (new URL(page.url()).pathname !== "/login" || !/client/.test(await page.textContent("#who"))) throw new Error("a client's /dashboard opened " + page.url());
+  },
   async "Stop ends a long-running figure and frees its backend"(page) {
     await page.goto(base + "/");
     await setSource(page, `while(true){} // stopped ${Date.now()}\n`);
@@ -257,7 +306,7 @@ const scenarios = {
     if (!(await page.isDisabled("#stop"))) throw new Error("Stop still enabled after stopping");
     // The server lets the slow task go at once, not at its 30 s limit.
     const dash = await freshPage();
-    await dash.goto(base + "/dashboard");
+    await openDashboard(dash);
     await dash.waitForFunction(() => document.getElementById("conn").textContent === "live" &&
       ![...document.querySelectorAll("#running tbody tr")].some((tr) => tr.cells[1]?.textContent === "slow"), null, { timeout: 5000 })
       .catch(() => { throw new Error("the stopped task still runs on the server"); });
