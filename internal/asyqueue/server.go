@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
@@ -101,6 +102,7 @@ type Server struct {
 
 	ctx      context.Context // ends every session when cancelled
 	sessions sync.WaitGroup
+	flights  singleflight.Group // HTTP renders in progress, by task
 }
 
 // NewServer returns a server that queues with q, keeps uploads in up and,
@@ -122,7 +124,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.sessions.Done()
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	sess := &session{srv: s, conn: wire.NewConn(ws, 0, clientVerbs...), client: s.cfg.ClientAddress(r)}
+	conn := wire.NewConn(ws, 0, clientVerbs...)
+	sess := &session{srv: s, conn: conn, out: conn, client: s.cfg.ClientAddress(r)}
 	sess.serve(ctx)
 }
 
@@ -148,7 +151,11 @@ func PeerAddress(r *http.Request) string {
 	return host
 }
 
-// closeWith ends the connection normally after the last message.
+// closeWith ends the connection normally after the last message; an HTTP
+// render has none.
 func closeWith(conn *wire.Conn) {
+	if conn == nil {
+		return
+	}
 	_ = conn.WebSocket().Close(websocket.StatusNormalClosure, "")
 }
