@@ -11,6 +11,7 @@ import (
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/renderapi"
 	"github.com/usherhq/usher/internal/service"
 	"github.com/usherhq/usher/internal/webapp"
 )
@@ -22,6 +23,7 @@ type serveOptions struct {
 	sandbox                           sandboxFlags
 	cacheBytes, uploadBytes, maxBytes byteSize
 	shareBytes                        byteSize
+	renderSourceBytes                 byteSize
 	jobTiers                          string
 	jobsMaxBody                       byteSize
 }
@@ -30,7 +32,8 @@ func newServeCommand() *cobra.Command {
 	var (
 		cfg service.Config
 		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10,
-			jobTiers: "fast=1m,medium=10m@50%,slow=1h@25%", jobsMaxBody: 32 << 20}
+			renderSourceBytes: renderapi.DefaultSourceBytes,
+			jobTiers:          "fast=1m,medium=10m@50%,slow=1h@25%", jobsMaxBody: 32 << 20}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -51,7 +54,8 @@ in front of one Redis; tasks go to the elected 'usher scheduler' and run on
 leading scheduler, which keeps the tokens in Redis: give --admin-token and
 --admin-token-file to 'usher scheduler' then.
 
-Endpoints: /asy (the queue protocol, docs/protocol.md), /v1, /livez,
+Endpoints: /asy (the queue protocol, docs/protocol.md), /api/render and
+/embed.js (the render API, docs/api.md), /v1, /livez,
 /readyz, /metrics (Prometheus). On SIGINT or SIGTERM it stops accepting
 connections, lets running tasks finish for up to --shutdown-grace, then
 aborts them.`,
@@ -62,6 +66,7 @@ aborts them.`,
 			cfg.WebApp = webapp.Handler()
 			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
 			cfg.ShareBytes = int64(o.shareBytes)
+			cfg.Render.SourceBytes = int64(o.renderSourceBytes)
 			tiers, err := jobs.ParseTiers(o.jobTiers)
 			if err != nil {
 				return fmt.Errorf("serve: --job-tiers: %w", err)
@@ -90,6 +95,8 @@ aborts them.`,
 	f.Var(&o.cacheBytes, "cache-bytes", "result cache bound (0 turns the cache off)")
 	f.Var(&o.uploadBytes, "upload-store-bytes", "bound of the store of recent uploads that restore reads")
 	f.Var(&o.shareBytes, "share-bytes", "the most content one shared project holds")
+	f.Var(&o.renderSourceBytes, "render-source-bytes", "bound of the sources kept for the render API's permanent URLs (SQLite)")
+	f.DurationVar(&cfg.Render.SourceRetention, "render-source-retention", renderapi.DefaultSourceRetention, "how long Redis keeps a render API source after its last use (multi-node mode)")
 	f.IntVar(&cfg.Queue.MaxFiles, "max-files", 32, "most files in one task")
 	f.Var(&o.maxBytes, "max-upload", "most bytes of all files of one task")
 	f.DurationVar(&cfg.Queue.IdleBeforeRun, "idle-before-run", time.Minute, "a client must send run this soon after connecting")

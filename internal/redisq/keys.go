@@ -98,6 +98,11 @@ func (k Keys) Dashboard() string { return k.prefix + "scheduler.dashboard" }
 // Epoch counts leaderships (int); a new leader's token carries it.
 func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 
+// RenderSource is the source of a render API result by its content id
+// (string: JSON files and options, expiring a retention after its last
+// use), so that every queue server answers GET /api/render/{id}.{format}.
+func (k Keys) RenderSource(id string) string { return k.prefix + "render.source:" + id }
+
 // ConsumerGroup is the consumer group backends read Outcoming as.
 const ConsumerGroup = "backend"
 

@@ -20,6 +20,7 @@ import (
 // (docs/redis.md). No backend, jobs engine or token store runs here.
 type multiNode struct {
 	rdb    redis.UniversalClient
+	keys   redisq.Keys
 	q      *frontend.Queue
 	leader *leaderProxy
 	dash   *remoteDashboard
@@ -44,6 +45,7 @@ func openMultiNode(ctx context.Context, cfg Config) (*multiNode, error) {
 	keys := redisq.NewKeys(prefix)
 	return &multiNode{
 		rdb:    rdb,
+		keys:   keys,
 		leader: newLeaderProxy(rdb, keys.SchedulerAPI(), cfg.Logger),
 		dash:   newRemoteDashboard(rdb, keys, cfg.dashEvery/2, cfg.Logger),
 		q: frontend.New(ctx, rdb, frontend.Config{Keys: keys, Tiers: cfg.tiers(), Node: cfg.Redis.Node,

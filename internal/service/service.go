@@ -24,6 +24,7 @@ import (
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/dashboard"
+	"github.com/usherhq/usher/internal/renderapi"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
@@ -55,6 +56,8 @@ type Config struct {
 	UploadBytes int64 // bound of the restore store
 	// ShareBytes bounds the content of one shared project (default 256 KiB).
 	ShareBytes int64
+	// Render bounds the render API's store of sources.
+	Render RenderConfig
 	// ShutdownGrace is how long running tasks may finish after a stop signal.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
@@ -71,6 +74,13 @@ type Config struct {
 	// dashEvery is the time between /api/dashboard snapshots
 	// (dashboardEvery when 0); tests shorten it.
 	dashEvery time.Duration
+}
+
+// RenderConfig bounds the sources the render API keeps for its permanent
+// URLs: bytes in the SQLite file, or retention after last use in Redis.
+type RenderConfig struct {
+	SourceBytes     int64         // renderapi.DefaultSourceBytes when 0
+	SourceRetention time.Duration // renderapi.DefaultSourceRetention when 0
 }
 
 // RedisConfig connects a queue server to multi-node mode.
@@ -104,6 +114,7 @@ type Service struct {
 	db       *sql.DB
 	mode     mode
 	queue    *asyqueue.Server
+	render   *renderapi.API
 	handler  http.Handler
 	registry *prometheus.Registry
 	shares   *shares.Store
@@ -185,6 +196,9 @@ func (s *Service) open(ctx context.Context) error {
 	}
 	store := uploads.New(uploads.Config{MaxBytes: s.cfg.UploadBytes})
 	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), store, cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
+	if s.render, err = s.openRender(ctx); err != nil {
+		return err
+	}
 	s.handler = s.routes()
 	return nil
 }
@@ -204,6 +218,23 @@ func (s *Service) openMode(ctx context.Context) (mode, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// openRender builds the render API: its sources live in Redis in
+// multi-node mode (every queue server answers every id), in the SQLite
+// file otherwise.
+func (s *Service) openRender(ctx context.Context) (*renderapi.API, error) {
+	var sources renderapi.Sources
+	if m, ok := s.mode.(*multiNode); ok {
+		sources = renderapi.NewRedisSources(m.rdb, m.keys, s.cfg.Render.SourceRetention)
+	} else {
+		sq, err := renderapi.OpenSQLiteSources(ctx, s.db, s.cfg.Render.SourceBytes)
+		if err != nil {
+			return nil, err
+		}
+		sources = sq
+	}
+	return renderapi.New(s.queue, sources, s.cfg.Logger), nil
 }
 
 // tiers are the duration tiers of the Asymptote queue, in either mode.
@@ -230,6 +261,7 @@ func (s *Service) routes() http.Handler {
 	mux.Handle("/v1/", s.mode.v1())
 	mux.HandleFunc("POST /api/shares", s.apiPostShare)
 	mux.HandleFunc("GET /api/shares/{id}", s.apiGetShare)
+	s.render.Register(mux)
 	if s.cfg.WebApp != nil {
 		for _, p := range []string{"GET /{$}", "GET /s/{id}", "GET /dashboard", "GET /assets/"} {
 			mux.Handle(p, s.cfg.WebApp)
