@@ -195,7 +195,7 @@ func parseMultipart(body io.Reader, boundary string, q url.Values, lim limits) (
 		if err != nil {
 			return sandbox.Task{}, multipartError(err, lim.maxUpload)
 		}
-		if parts >= lim.maxFiles+1 {
+		if parts > lim.maxFiles+8 {
 			return sandbox.Task{}, badRequest("too many parts: at most %d files and a timeout", lim.maxFiles)
 		}
 		if fileName(p) == "" {
@@ -205,6 +205,9 @@ func parseMultipart(body io.Reader, boundary string, q url.Values, lim limits) (
 			}
 			timeout = v
 			continue
+		}
+		if len(files) == lim.maxFiles {
+			return sandbox.Task{}, badRequest("too many files: at most %d", lim.maxFiles)
 		}
 		f, aerr := readFile(p, lim.maxUpload-total)
 		if aerr != nil {
