@@ -102,8 +102,15 @@ func (s *Server) replay(ctx context.Context, conn peer, t sandbox.Task) bool {
 		return false
 	}
 	s.metrics.cache(true)
+	sendEntry(ctx, conn, e)
+	return true
+}
+
+// sendEntry sends a cached run as the run sent it: queue passed, its
+// outputs and results, complete.
+func sendEntry(ctx context.Context, conn peer, e resultcache.Entry) {
 	if conn.Send(ctx, "queue", queueBody{Passed: true}) != nil {
-		return true
+		return
 	}
 	for _, c := range e.Chunks {
 		var err error
@@ -114,11 +121,10 @@ func (s *Server) replay(ctx context.Context, conn peer, t sandbox.Task) bool {
 			err = conn.SendPayload(ctx, "result", resultBody{Format: c.Label}, c.Data)
 		}
 		if err != nil {
-			return true
+			return
 		}
 	}
 	_ = conn.Send(ctx, "complete", completeBody{Success: true, Time: millis(e.Time)})
-	return true
 }
 
 // limitOf is the longest a task may run: its timeout, or the slowest

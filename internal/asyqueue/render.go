@@ -101,6 +101,28 @@ func (s *Server) Render(ctx context.Context, client string, task sandbox.Task) (
 	}
 }
 
+// Cached returns the result the cache holds under id (a RenderResult's
+// ID, which is its cache key), without a task: what a permanent URL
+// names. ok is false on a miss (nothing is counted then: the caller
+// renders the source, which counts the lookup).
+func (s *Server) Cached(ctx context.Context, id string) (r RenderResult, ok bool) {
+	if s.cache == nil {
+		return RenderResult{}, false
+	}
+	e, ok, err := s.cache.Get(ctx, id)
+	if err != nil {
+		s.cfg.Logger.Warn("asy: result cache read failed", "err", err)
+	}
+	if !ok {
+		return RenderResult{}, false
+	}
+	s.metrics.cache(true)
+	c := &collected{}
+	sendEntry(ctx, c, e)
+	r, err = c.result(id, true)
+	return r, err == nil
+}
+
 // render runs one task under the server's context: it is shared by every
 // caller waiting for it, so no caller's end stops it.
 func (s *Server) render(client string, task sandbox.Task) (RenderResult, error) {

@@ -29,6 +29,7 @@ type API struct {
 	lim     limits
 	client  func(*http.Request) string
 	logger  *slog.Logger
+	hot     *hotResults
 }
 
 // New returns the render API over srv, keeping sources in sources.
@@ -38,7 +39,7 @@ func New(srv *asyqueue.Server, sources Sources, logger *slog.Logger) *API {
 		logger = slog.Default()
 	}
 	return &API{srv: srv, sources: sources, lim: limits{maxFiles: cfg.MaxFiles, maxUpload: cfg.MaxUpload},
-		client: cfg.ClientAddress, logger: logger}
+		client: cfg.ClientAddress, logger: logger, hot: newHotResults(DefaultHotBytes)}
 }
 
 // Register adds the render API's routes to mux.
@@ -101,13 +102,26 @@ func (a *API) render(w http.ResponseWriter, r *http.Request, task sandbox.Task) 
 	writeImage(w, r, res.ID, task.Format, res)
 }
 
-// getByID serves /api/render/{id}.{format}: the result of the source kept
-// under id, from the result cache or computed again.
+// getByID serves /api/render/{id}.{format}: the result the cache holds
+// under id or, when it has been evicted, the result of the source kept
+// under id, computed again.
 func (a *API) getByID(w http.ResponseWriter, r *http.Request) {
 	id, format, ok := strings.Cut(r.PathValue("file"), ".")
 	if !ok || !validID(id) {
 		writeError(w, http.StatusNotFound, "no such render: the path is /api/render/{id}.{format} with a 64-digit hex id", nil)
 		return
+	}
+	key := id + "." + format
+	if e, ok := a.hot.get(key); ok {
+		writeBytes(w, r, id, format, e.data, e.etag)
+		return
+	}
+	if res, ok := a.srv.Cached(r.Context(), id); ok {
+		if data, ok := res.Image(format); ok {
+			a.hot.put(hotEntry{key: key, data: data, etag: etagOf(data)})
+			writeImage(w, r, id, format, res)
+			return
+		}
 	}
 	task, found, err := a.sources.Get(r.Context(), id)
 	if err != nil {
@@ -212,8 +226,16 @@ func writeError(w http.ResponseWriter, status int, text string, output *string) 
 // client has it.
 func writeImage(w http.ResponseWriter, r *http.Request, id, format string, res asyqueue.RenderResult) {
 	data, _ := res.Image(format)
+	writeBytes(w, r, id, format, data, etagOf(data))
+}
+
+// etagOf is the strong ETag of a result: a hash of its bytes.
+func etagOf(data []byte) string {
 	sum := sha256.Sum256(data)
-	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+func writeBytes(w http.ResponseWriter, r *http.Request, id, format string, data []byte, etag string) {
 	h := w.Header()
 	setResultHeaders(h, id, format)
 	h.Set("ETag", etag)
