@@ -55,6 +55,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
 	$(GO) test -run '^$$' -bench RenderCachedVsFileServer -benchtime 3x ./internal/service/
 	$(GO) test -run '^$$' -bench RenderVsAsy -benchtime 30x ./internal/service/
+	$(GO) test -run '^$$' -bench RenderCachedPostVsAsy -benchtime 300x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
 

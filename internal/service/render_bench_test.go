@@ -146,3 +146,34 @@ func BenchmarkRenderVsAsy(b *testing.B) {
 	b.Logf("n=%d render p10/p50/p90 %s, /asy %s; added %.1f ms (goal ≤ 10 ms)",
 		len(ws), asybench.Spread(render), asybench.Spread(ws), asybench.MS(over))
 }
+
+// BenchmarkRenderCachedPostVsAsy times a task answered from the result
+// cache through POST /api/render and through /asy (dial to close),
+// interleaved: what the render API's own layer costs (parsing, keeping
+// the source, headers) with asy's run time, and its noise, left out.
+//
+//	go test -run '^$' -bench RenderCachedPostVsAsy -benchtime 300x ./internal/service/
+func BenchmarkRenderCachedPostVsAsy(b *testing.B) {
+	ts := startService(b, 1, nil)
+	ts.postBench(b, asybench.Figure) // fills the cache
+	var render, ws []time.Duration
+	for i := 0; b.Loop(); i++ {
+		viaRender := func() {
+			start := time.Now()
+			ts.postBench(b, asybench.Figure)
+			render = append(render, time.Since(start))
+		}
+		viaAsy := func() { ws = append(ws, timeCompile(b, ts, asybench.Figure)) }
+		if i%2 == 0 {
+			viaRender()
+			viaAsy()
+		} else {
+			viaAsy()
+			viaRender()
+		}
+	}
+	b.ReportMetric(asybench.MS(asybench.Median(render)), "render-ms")
+	b.ReportMetric(asybench.MS(asybench.Median(ws)), "asy-ws-ms")
+	b.ReportMetric(asybench.MS(asybench.Median(asybench.Paired(render, ws))), "paired-added-ms")
+	b.Logf("n=%d cached: render p50 %.2f ms, /asy p50 %.2f ms", len(ws), asybench.MS(asybench.Median(render)), asybench.MS(asybench.Median(ws)))
+}
