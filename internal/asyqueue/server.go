@@ -7,7 +7,9 @@
 // the result cache when it can (cache.go), queues the task with the
 // Dispatcher (dispatcher.go), which owns the core, and relays the run on a
 // backend back to the client (session.go). Backends are Starters: the
-// in-process sandbox runner or remote `usher backend`s.
+// in-process sandbox runner or remote `usher backend`s. Render
+// (render.go) runs a task for an HTTP client through the same session,
+// which then sends to a collector instead of a connection.
 package asyqueue
 
 import (
