@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/renderapi"
 	"github.com/usherhq/usher/internal/sandbox"
+	"github.com/usherhq/usher/internal/testwait"
 )
 
 // These tests drive the render API (internal/renderapi) of a real service
@@ -46,16 +48,20 @@ func (a answer) errorText(t *testing.T) (text, output string) {
 	return b.Error, output
 }
 
+// do sends req and reads the answer. It may run on goroutines other than
+// the test's: a failure is an Error and a status of -1.
 func do(t *testing.T, req *http.Request) answer {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return answer{status: -1}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return answer{status: -1}
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: body}
 }
@@ -64,7 +70,8 @@ func (ts *testService) postRender(t *testing.T, query, contentType string, body 
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, ts.srv.URL+"/api/render"+query, bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return answer{status: -1}
 	}
 	req.Header.Set("Content-Type", contentType)
 	return do(t, req)
@@ -409,5 +416,22 @@ func TestEmbedScriptIsServed(t *testing.T) {
 	}
 	if a.header.Get("Access-Control-Allow-Origin") == "" {
 		t.Fatal("/embed.js has no CORS header")
+	}
+}
+
+// A render waits in the same queue as /asy tasks: it shows on the
+// dashboard's count while the only backend is busy, and runs after.
+func TestRenderWaitsInTheSameQueue(t *testing.T) {
+	ts := startService(t, 1, nil)
+	occupy(t, ts, 1, map[string]any{"timeout": 3000})
+	done := make(chan answer, 1)
+	go func() { done <- ts.postRender(t, "", "text/plain", []byte("draw((0,0)--(4,1));\n")) }()
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		snap, err := ts.dispatcher().Snapshot()
+		return err == nil && snap.Queues[0].Queued == 1
+	}, "the render is queued behind the spinner")
+	a := testwait.Receive(t, 30*time.Second, done, "the render's answer")
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d: %s", a.status, a.body)
 	}
 }
