@@ -385,23 +385,28 @@ func TestRenderBadInputIsRefused(t *testing.T) {
 }
 
 // Hostile asy through GET gets asy's own refusal as a 422 and leaves
-// nothing behind: no file outside the task, no work directory, no task.
+// nothing behind: no file outside the task, no kept source, no work
+// directory, no task.
 func TestRenderHostileFigureThroughGET(t *testing.T) {
 	ts := startService(t, 1, nil)
-	for _, src := range []string{
-		`file f = output("/tmp/usher-render-escape.asy"); write(f, "x");`,
-		`string s = input("/etc/passwd"); write(s);`,
+	for _, tt := range []struct{ src, says string }{
+		{`file f = output("/tmp/usher-render-escape.asy"); write(f, "x");`, "Write to other directories disabled"},
+		{`string s = input("/etc/passwd"); write(s);`, "Read from other directories disabled"},
 	} {
-		a := ts.get(t, "/api/render?src="+url.QueryEscape(src), nil)
-		if a.status != http.StatusUnprocessableEntity && a.status != http.StatusOK {
-			t.Fatalf("%s: %d %s", src, a.status, a.body)
+		a := ts.get(t, "/api/render?src="+url.QueryEscape(tt.src), nil)
+		if a.status != http.StatusUnprocessableEntity {
+			t.Fatalf("%s: %d %s", tt.src, a.status, a.body)
 		}
-		if bytes.Contains(a.body, []byte("root:x:0")) {
-			t.Fatalf("%s: the host's /etc/passwd came back", src)
+		if _, output := a.errorText(t); !strings.Contains(output, tt.says) || strings.Contains(output, "root:x:0") {
+			t.Fatalf("%s: output %q, want %q", tt.src, output, tt.says)
 		}
 	}
 	if _, err := os.Stat("/tmp/usher-render-escape.asy"); err == nil {
 		t.Fatal("the figure wrote a file on the host")
+	}
+	var kept int
+	if err := ts.db.QueryRow(`SELECT COUNT(*) FROM render_sources`).Scan(&kept); err != nil || kept != 0 {
+		t.Fatalf("%d sources kept for failed renders (%v)", kept, err)
 	}
 	ts.waitIdle(t)
 }
