@@ -54,7 +54,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'Render3D|DisplayCost2D' -benchtime 20x -timeout 0 ./internal/sandbox/
 	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
 	$(GO) test -run '^$$' -bench RenderCachedVsFileServer -benchtime 3x ./internal/service/
-	$(GO) test -run '^$$' -bench RenderVsAsy -benchtime 30x ./internal/service/
+	$(GO) test -run '^$$' -bench RenderVsAsy -benchtime 40x ./internal/service/
 	$(GO) test -run '^$$' -bench RenderCachedPostVsAsy -benchtime 300x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60

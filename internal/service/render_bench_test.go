@@ -119,7 +119,7 @@ func (ts *testService) postBench(b *testing.B, figure string) answer {
 // alternating which goes first. Goal: the render API adds at most 10 ms
 // at the median.
 //
-//	go test -run '^$' -bench RenderVsAsy -benchtime 30x ./internal/service/
+//	go test -run '^$' -bench RenderVsAsy -benchtime 40x ./internal/service/
 func BenchmarkRenderVsAsy(b *testing.B) {
 	ts := startService(b, 1, func(c *Config) { c.CacheBytes = 0 })
 	var render, ws []time.Duration
