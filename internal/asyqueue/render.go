@@ -82,21 +82,19 @@ func (s *Server) ContentID(task sandbox.Task) string { return s.cacheKey(task) }
 
 // Render runs task for client and returns its result. Identical tasks
 // rendering at the same time run once: the later ones wait for the first.
-// A run once started carries on when ctx ends (its result fills the cache);
-// Render then returns ctx's error. A refusal is a *DeniedError.
+// When every caller waiting for a run has gone (ctx ended), the task is
+// aborted, queued or running, as when a WebSocket client closes; Render
+// then returns ctx's error. A refusal is a *DeniedError.
 func (s *Server) Render(ctx context.Context, client string, task sandbox.Task) (RenderResult, error) {
 	if err := s.checkRender(task); err != nil {
 		return RenderResult{}, err
 	}
-	key := fmt.Sprintf("%s/%d", s.cacheKey(task), task.Timeout)
-	ch := s.flights.DoChan(key, func() (any, error) { return s.render(client, task) })
+	f := s.join(fmt.Sprintf("%s/%d", s.cacheKey(task), task.Timeout), client, task)
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return RenderResult{}, r.Err
-		}
-		return r.Val.(RenderResult), nil
+	case <-f.done:
+		return f.res, f.err
 	case <-ctx.Done():
+		s.leave(f)
 		return RenderResult{}, fmt.Errorf("render: %w", ctx.Err())
 	}
 }
@@ -123,13 +121,68 @@ func (s *Server) Cached(ctx context.Context, id string) (r RenderResult, ok bool
 	return r, err == nil
 }
 
-// render runs one task under the server's context: it is shared by every
-// caller waiting for it, so no caller's end stops it.
-func (s *Server) render(client string, task sandbox.Task) (RenderResult, error) {
+// flight is a render in progress and the callers waiting for it.
+type flight struct {
+	key     string
+	done    chan struct{} // closed when res and err are set
+	res     RenderResult
+	err     error
+	waiters int                // guarded by Server.flightsMu
+	abandon context.CancelFunc // ends the run's client side: nobody waits
+}
+
+// join returns the flight of key, starting it when there is none.
+func (s *Server) join(key, client string, task sandbox.Task) *flight {
+	s.flightsMu.Lock()
+	defer s.flightsMu.Unlock()
+	if f, ok := s.flights[key]; ok {
+		f.waiters++
+		return f
+	}
+	left, abandon := context.WithCancel(context.Background())
+	f := &flight{key: key, done: make(chan struct{}), waiters: 1, abandon: abandon}
+	if s.flights == nil {
+		s.flights = make(map[string]*flight)
+	}
+	s.flights[key] = f
+	go func() {
+		f.res, f.err = s.render(left, client, task)
+		s.flightsMu.Lock()
+		s.forget(f)
+		s.flightsMu.Unlock()
+		abandon()
+		close(f.done)
+	}()
+	return f
+}
+
+// leave drops a caller of f; the last one to leave abandons the run.
+func (s *Server) leave(f *flight) {
+	s.flightsMu.Lock()
+	defer s.flightsMu.Unlock()
+	f.waiters--
+	if f.waiters == 0 {
+		s.forget(f) // a new caller starts afresh
+		f.abandon()
+	}
+}
+
+// forget removes f from the flights, unless a newer flight of its key
+// took its place. s.flightsMu is held.
+func (s *Server) forget(f *flight) {
+	if s.flights[f.key] == f {
+		delete(s.flights, f.key)
+	}
+}
+
+// render runs one task under the server's context. left ends when no
+// caller waits for it any more: the session then treats it as a client
+// that went away.
+func (s *Server) render(left context.Context, client string, task sandbox.Task) (RenderResult, error) {
 	s.sessions.Add(1)
 	defer s.sessions.Done()
 	c := &collected{}
-	sess := &session{srv: s, out: c, client: client}
+	sess := &session{srv: s, out: c, client: client, left: left}
 	id := s.cacheKey(task)
 	if s.replay(s.ctx, c, task) {
 		return c.result(id, true)

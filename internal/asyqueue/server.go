@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
@@ -104,7 +103,9 @@ type Server struct {
 
 	ctx      context.Context // ends every session when cancelled
 	sessions sync.WaitGroup
-	flights  singleflight.Group // HTTP renders in progress, by task
+
+	flightsMu sync.Mutex
+	flights   map[string]*flight // HTTP renders in progress, by task
 }
 
 // NewServer returns a server that queues with q, keeps uploads in up and,

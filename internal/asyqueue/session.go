@@ -17,6 +17,9 @@ type session struct {
 	conn   *wire.Conn // the client's connection; nil for an HTTP render
 	out    peer       // where the task's messages go
 	client string
+	// left, for an HTTP render, ends when no caller waits for it any
+	// more: the client went away.
+	left context.Context
 }
 
 // peer receives what a session sends about its task: a WebSocket client's
@@ -115,6 +118,9 @@ func (s *session) send(ctx context.Context, verb string, body any) {
 	}
 }
 
+// errRenderLeft ends an HTTP render nobody waits for any more.
+var errRenderLeft = errors.New("every caller of the render has gone")
+
 // writeTimeout bounds sending one message to a client that does not read.
 const writeTimeout = 10 * time.Second
 
@@ -125,9 +131,15 @@ type inbound struct {
 }
 
 // readAfterRun reads `input` messages until the connection ends; anything
-// else is a protocol error. An HTTP render sends nothing after `run`.
+// else is a protocol error. An HTTP render sends nothing after `run`; its
+// callers leaving is the connection's end.
 func (s *session) readAfterRun(ctx context.Context, out chan<- inbound) {
 	if s.conn == nil {
+		select {
+		case <-s.left.Done():
+			out <- inbound{err: errRenderLeft}
+		case <-ctx.Done():
+		}
 		return
 	}
 	for {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -438,5 +439,46 @@ func TestRenderWaitsInTheSameQueue(t *testing.T) {
 	a := testwait.Receive(t, 30*time.Second, done, "the render's answer")
 	if a.status != http.StatusOK {
 		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+}
+
+// A render whose every caller has gone is aborted, as a WebSocket task
+// whose client closes: it leaves the queue at once.
+func TestRenderAbandonedLeavesTheQueue(t *testing.T) {
+	ts := startService(t, 1, nil)
+	occupy(t, ts, 1, map[string]any{"timeout": 3000})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.srv.URL+"/api/render", strings.NewReader("draw((0,0)--(5,1));\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	gone := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gone <- err
+	}()
+	queued := func() int {
+		snap, err := ts.dispatcher().Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Queues[0].Queued
+	}
+	testwait.Eventually(t, 10*time.Second, func() bool { return queued() == 1 }, "the render is queued")
+	cancel()
+	testwait.Receive(t, 10*time.Second, gone, "the client gave up")
+	start := time.Now()
+	testwait.Eventually(t, 10*time.Second, func() bool { return queued() == 0 }, "the abandoned render left the queue")
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the abandoned render left the queue after %v: it waited for the spinner", took)
+	}
+	before := ts.compiles(t)
+	ts.waitIdle(t)
+	if ran := ts.compiles(t) - before; ran != 1 {
+		t.Fatalf("%d runs after the render was abandoned, want the spinner's only", ran)
 	}
 }
