@@ -408,6 +408,28 @@ const scenarios = {
     }
     await page.screenshot({ path: join(artifacts, "render-svg-script-sandboxed.png") });
   },
+  async "an html result opened directly draws its WebGL figure in an opaque origin"(page) {
+    await page.goto(base + "/");
+    const res = await page.evaluate(async (src) => {
+      const r = await fetch("/api/render?format=html", { method: "POST", headers: { "Content-Type": "text/plain" }, body: src });
+      return { status: r.status, loc: r.headers.get("Content-Location") };
+    }, `import three; size(3cm); draw(unitsphere, red); // ${Date.now()}\n`);
+    if (res.status !== 200 || !res.loc) throw new Error("render: " + JSON.stringify(res));
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    await page.goto(base + res.loc);
+    const seen = await page.evaluate(() => {
+      const blocked = (f) => { try { f(); return false; } catch { return true; } };
+      return { canvas: !!document.querySelector("canvas"), origin: self.origin, cookie: blocked(() => document.cookie), storage: blocked(() => localStorage.length) };
+    });
+    if (JSON.stringify(seen) !== JSON.stringify({ canvas: true, origin: "null", cookie: true, storage: true })) throw new Error("html result: " + JSON.stringify(seen));
+    const shot = await page.screenshot({ path: join(artifacts, "render-html-direct.png") });
+    await page.goto(base + "/");
+    const info = await picture(page, shot);
+    if (info.colours <= 10) throw new Error("the WebGL figure stays blank: " + JSON.stringify(info));
+    if (errors.length) throw new Error("errors in the html result: " + errors.join(" | "));
+  },
   async "embed.js on another origin's page turns asy blocks into figures and errors"(page) {
     // A forum page served from its own origin (another port) loads usher's
     // embed script with an extra selector.
