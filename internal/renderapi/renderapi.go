@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/sandbox"
 )
@@ -30,23 +32,25 @@ type API struct {
 	client  func(*http.Request) string
 	logger  *slog.Logger
 	hot     *hotResults
+	metrics *metrics
 }
 
-// New returns the render API over srv, keeping sources in sources.
-func New(srv *asyqueue.Server, sources Sources, logger *slog.Logger) *API {
+// New returns the render API over srv, keeping sources in sources; its
+// metrics go to reg when it is not nil.
+func New(srv *asyqueue.Server, sources Sources, reg prometheus.Registerer, logger *slog.Logger) *API {
 	cfg := srv.Config()
 	if logger == nil {
 		logger = slog.Default()
 	}
 	return &API{srv: srv, sources: sources, lim: limits{maxFiles: cfg.MaxFiles, maxUpload: cfg.MaxUpload},
-		client: cfg.ClientAddress, logger: logger, hot: newHotResults(DefaultHotBytes)}
+		client: cfg.ClientAddress, logger: logger, hot: newHotResults(DefaultHotBytes), metrics: newMetrics(reg)}
 }
 
 // Register adds the render API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle("POST /api/render", allowCrossOrigin(http.HandlerFunc(a.post)))
-	mux.Handle("GET /api/render", allowCrossOrigin(http.HandlerFunc(a.getQuery)))
-	mux.Handle("GET /api/render/{file}", allowCrossOrigin(http.HandlerFunc(a.getByID)))
+	mux.Handle("POST /api/render", allowCrossOrigin(a.metrics.count("post", a.post)))
+	mux.Handle("GET /api/render", allowCrossOrigin(a.metrics.count("query", a.getQuery)))
+	mux.Handle("GET /api/render/{file}", allowCrossOrigin(a.metrics.count("id", a.getByID)))
 	mux.Handle("OPTIONS /api/render", allowCrossOrigin(http.NotFoundHandler()))
 	mux.Handle("OPTIONS /api/render/{file}", allowCrossOrigin(http.NotFoundHandler()))
 	mux.Handle("GET /embed.js", allowCrossOrigin(http.HandlerFunc(serveEmbedJS)))

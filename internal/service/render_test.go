@@ -109,6 +109,30 @@ func (ts *testService) compiles(t *testing.T) uint64 {
 	return n
 }
 
+// answers is usher_render_answers_total for route and code.
+func (ts *testService) answers(t *testing.T, route, code string) float64 {
+	t.Helper()
+	families, err := ts.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "usher_render_answers_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["route"] == route && labels["code"] == code {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 // Each format comes back with its type, the headers that keep it from
 // running in usher's origin, and a permanent URL that serves the same
 // bytes, revalidated with 304.
@@ -145,6 +169,9 @@ func TestRenderEachFormat(t *testing.T) {
 				t.Fatalf("If-None-Match: %d with %d bytes, want 304 and none", cond.status, len(cond.body))
 			}
 		})
+	}
+	if got := ts.answers(t, "id", "304"); got != float64(len(tests)) {
+		t.Fatalf("usher_render_answers_total{route=id,code=304} = %v, want %d", got, len(tests))
 	}
 }
 

@@ -234,7 +234,7 @@ func (s *Service) openRender(ctx context.Context) (*renderapi.API, error) {
 		}
 		sources = sq
 	}
-	return renderapi.New(s.queue, sources, s.cfg.Logger), nil
+	return renderapi.New(s.queue, sources, s.registry, s.cfg.Logger), nil
 }
 
 // tiers are the duration tiers of the Asymptote queue, in either mode.
