@@ -53,6 +53,9 @@ bench: deps
 	$(GO) test -run '^$$' -bench Overhead -benchtime 30x ./internal/sandbox/
 	$(GO) test -run '^$$' -bench 'Render3D|DisplayCost2D' -benchtime 20x -timeout 0 ./internal/sandbox/
 	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
+	$(GO) test -run '^$$' -bench RenderCachedVsFileServer -benchtime 3x ./internal/service/
+	$(GO) test -run '^$$' -bench RenderVsAsy -benchtime 40x ./internal/service/
+	$(GO) test -run '^$$' -bench RenderCachedPostVsAsy -benchtime 300x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
 
@@ -76,6 +79,8 @@ bench-jobs: deps
 # A short fuzzing pass over the scheduling core's event sequences.
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzEvents -fuzztime 60s -fuzzminimizetime 5s ./internal/sched/
+	$(GO) test -run '^$$' -fuzz FuzzParsePost -fuzztime 30s ./internal/renderapi/
+	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 30s ./internal/renderapi/
 
 clean:
 	rm -rf bin

@@ -28,7 +28,10 @@ wait_ready() {
   done
   echo "webtest: $1 not ready" >&2; cat "$3" >&2; exit 1
 }
-./bin/usher serve --admin-token "$token" --listen "127.0.0.1:$port" --data "$tmp/usher.db" --backends 2 --medium-limit 2 --slow-limit 2 --log-level warn >"$tmp/serve.log" 2>&1 &
+# The embed scenario's forum page is served from this other origin, which
+# the main server allows (--allowed-origins).
+fport=$(free_port)
+./bin/usher serve --admin-token "$token" --allowed-origins "http://localhost:$fport" --listen "127.0.0.1:$port" --data "$tmp/usher.db" --backends 2 --medium-limit 2 --slow-limit 2 --log-level warn >"$tmp/serve.log" 2>&1 &
 pid=$!
 pids+=("$pid")
 wait_ready "http://127.0.0.1:$port/readyz" "$pid" "$tmp/serve.log"
@@ -51,5 +54,5 @@ spid=$!
 pids+=("$spid")
 wait_ready "http://127.0.0.1:$mport/readyz" "$mpid" "$tmp/multi.log"
 
-USHER_URL="http://127.0.0.1:$port" USHER_TOKEN="$token" USHER_AUTH_URL="http://127.0.0.1:$aport" USHER_MULTINODE_URL="http://127.0.0.1:$mport" USHER_SCHEDULER_PID="$spid" \
+USHER_URL="http://127.0.0.1:$port" USHER_FORUM_PORT="$fport" USHER_TOKEN="$token" USHER_AUTH_URL="http://127.0.0.1:$aport" USHER_MULTINODE_URL="http://127.0.0.1:$mport" USHER_SCHEDULER_PID="$spid" \
   node web/test/run.mjs "$@" || { echo "--- usher serve log" >&2; tail -50 "$tmp/serve.log" >&2; echo "--- multi-node logs" >&2; tail -20 "$tmp/multi.log" "$tmp/sched.log" "$tmp/auth.log" >&2; exit 1; }

@@ -11,6 +11,7 @@ import (
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/renderapi"
 	"github.com/usherhq/usher/internal/service"
 	"github.com/usherhq/usher/internal/webapp"
 )
@@ -22,6 +23,7 @@ type serveOptions struct {
 	sandbox                           sandboxFlags
 	cacheBytes, uploadBytes, maxBytes byteSize
 	shareBytes, shareQuota            byteSize
+	renderSourceBytes                 byteSize
 	jobTiers                          string
 	jobsMaxBody                       byteSize
 	access                            accessFlags
@@ -31,7 +33,8 @@ func newServeCommand() *cobra.Command {
 	var (
 		cfg service.Config
 		o   = serveOptions{cacheBytes: 256 << 20, uploadBytes: 256 << 20, maxBytes: 1 << 20, shareBytes: 256 << 10, shareQuota: 1 << 30,
-			jobTiers: "fast=1m,medium=10m@50%,slow=1h@25%", jobsMaxBody: 32 << 20}
+			renderSourceBytes: renderapi.DefaultSourceBytes,
+			jobTiers:          "fast=1m,medium=10m@50%,slow=1h@25%", jobsMaxBody: 32 << 20}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -57,11 +60,12 @@ Shares: --share-retention expires shares not opened for that long (410),
 --share-quota refuses new shares beyond its bytes (507); 'usher share
 delete' removes one (docs/operations.md, "Shares").
 
-Endpoints: /asy (the queue protocol, docs/protocol.md), /v1, /livez,
-/readyz; the operator views /dashboard, /api/dashboard and /metrics
-(Prometheus) need the admin token, or live on --admin-listen alone.
-Hosting for the public (docs/operations.md): --allowed-origins,
---trusted-proxies, --auth and the rate limits. On SIGINT or SIGTERM it stops accepting
+Endpoints: /asy (the queue protocol, docs/protocol.md), /api/render and
+/embed.js (the render API, docs/api.md), /v1, /livez, /readyz; the
+operator views /dashboard, /api/dashboard and /metrics (Prometheus) need
+the admin token, or live on --admin-listen alone. Hosting for the public
+(docs/operations.md): --allowed-origins, --trusted-proxies, --auth and
+the rate limits. On SIGINT or SIGTERM it stops accepting
 connections, lets running tasks finish for up to --shutdown-grace, then
 aborts them.`,
 		Args: cobra.NoArgs,
@@ -71,6 +75,7 @@ aborts them.`,
 			cfg.WebApp = webapp.Handler()
 			cfg.CacheBytes, cfg.UploadBytes, cfg.Queue.MaxUpload = int64(o.cacheBytes), int64(o.uploadBytes), int64(o.maxBytes)
 			cfg.ShareBytes, cfg.ShareQuota = int64(o.shareBytes), int64(o.shareQuota)
+			cfg.Render.SourceBytes = int64(o.renderSourceBytes)
 			tiers, err := jobs.ParseTiers(o.jobTiers)
 			if err != nil {
 				return fmt.Errorf("serve: --job-tiers: %w", err)
@@ -104,6 +109,8 @@ aborts them.`,
 	f.Var(&o.shareBytes, "share-bytes", "the most content one shared project holds")
 	f.Var(&o.shareQuota, "share-quota", "the most bytes all shares hold together; new shares beyond it are refused (0: no bound)")
 	f.DurationVar(&cfg.ShareRetention, "share-retention", 0, "a share not opened for this long expires, e.g. 8760h (0: shares are kept for good)")
+	f.Var(&o.renderSourceBytes, "render-source-bytes", "bound of the sources kept for the render API's permanent URLs (SQLite)")
+	f.DurationVar(&cfg.Render.SourceRetention, "render-source-retention", renderapi.DefaultSourceRetention, "how long Redis keeps a render API source after its last use (multi-node mode)")
 	f.IntVar(&cfg.Queue.MaxFiles, "max-files", 32, "most files in one task")
 	f.Var(&o.maxBytes, "max-upload", "most bytes of all files of one task")
 	f.DurationVar(&cfg.Queue.IdleBeforeRun, "idle-before-run", time.Minute, "a client must send run this soon after connecting")

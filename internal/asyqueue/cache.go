@@ -13,7 +13,6 @@ import (
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/uploads"
-	"github.com/usherhq/usher/internal/wire"
 )
 
 // maxRecorded bounds what one run may put in the result cache.
@@ -23,7 +22,7 @@ const maxRecorded = 8 << 20
 // client as it comes and, for a cacheable task, records them.
 type relay struct {
 	ctx  context.Context
-	conn *wire.Conn
+	conn peer
 
 	mu     sync.Mutex
 	record bool
@@ -31,7 +30,7 @@ type relay struct {
 	chunks []resultcache.Chunk
 }
 
-func newRelay(ctx context.Context, conn *wire.Conn, record bool) *relay {
+func newRelay(ctx context.Context, conn peer, record bool) *relay {
 	return &relay{ctx: ctx, conn: conn, record: record}
 }
 
@@ -90,7 +89,7 @@ func (s *Server) cacheKey(t sandbox.Task) string {
 }
 
 // replay answers a task from the cache; it reports whether it did.
-func (s *Server) replay(ctx context.Context, conn *wire.Conn, t sandbox.Task) bool {
+func (s *Server) replay(ctx context.Context, conn peer, t sandbox.Task) bool {
 	if !s.cacheable(t) {
 		return false
 	}
@@ -103,8 +102,15 @@ func (s *Server) replay(ctx context.Context, conn *wire.Conn, t sandbox.Task) bo
 		return false
 	}
 	s.metrics.cache(true)
+	sendEntry(ctx, conn, e)
+	return true
+}
+
+// sendEntry sends a cached run as the run sent it: queue passed, its
+// outputs and results, complete.
+func sendEntry(ctx context.Context, conn peer, e resultcache.Entry) {
 	if conn.Send(ctx, "queue", queueBody{Passed: true}) != nil {
-		return true
+		return
 	}
 	for _, c := range e.Chunks {
 		var err error
@@ -115,11 +121,10 @@ func (s *Server) replay(ctx context.Context, conn *wire.Conn, t sandbox.Task) bo
 			err = conn.SendPayload(ctx, "result", resultBody{Format: c.Label}, c.Data)
 		}
 		if err != nil {
-			return true
+			return
 		}
 	}
 	_ = conn.Send(ctx, "complete", completeBody{Success: true, Time: millis(e.Time)})
-	return true
 }
 
 // limitOf is the longest a task may run: its timeout, or the slowest

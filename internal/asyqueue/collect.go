@@ -77,7 +77,7 @@ func (c *collector) readError(ctx context.Context, err error) error {
 	case wire.IsProtocol(err):
 		var tl *wire.TooLargeError
 		if errors.As(err, &tl) && tl.What != "header" {
-			return deny("upload too large: at most %d bytes in all", c.srv.cfg.MaxUpload)
+			return c.srv.tooLarge()
 		}
 		return deny("%s", err.Error())
 	}
@@ -123,13 +123,13 @@ func (c *collector) keep(up *upload) error {
 			continue
 		}
 		if !f.restore || f.data != nil {
-			return deny("file %q added twice", up.name)
+			return addedTwice(up.name)
 		}
 		c.files[i] = up
 		return nil
 	}
 	if len(c.files) >= c.srv.cfg.MaxFiles {
-		return deny("too many files: at most %d", c.srv.cfg.MaxFiles)
+		return c.srv.tooMany()
 	}
 	c.files = append(c.files, up)
 	return nil
@@ -148,18 +148,13 @@ func (c *collector) run(ctx context.Context) (done bool, err error) {
 			mains++
 		}
 	}
-	switch {
-	case len(c.files) == 0:
-		return false, deny("\"run\" with no files")
-	case mains == 0:
-		return false, deny("no main file: mark one file with \"main\": true")
-	case mains > 1:
-		return false, deny("two main files: mark exactly one file with \"main\": true")
+	if err := checkMains(len(c.files), mains); err != nil {
+		return false, err
 	}
 	missing := c.restore(ctx)
 	if len(missing) == 0 {
 		if c.uploaded() > c.srv.cfg.MaxUpload {
-			return false, deny("upload too large: at most %d bytes in all", c.srv.cfg.MaxUpload)
+			return false, c.srv.tooLarge()
 		}
 		return true, nil
 	}
@@ -208,3 +203,25 @@ func (c *collector) task() sandbox.Task {
 	}
 	return t
 }
+
+// The denial texts a WebSocket session and an HTTP render share.
+
+func checkMains(files, mains int) error {
+	switch {
+	case files == 0:
+		return deny("\"run\" with no files")
+	case mains == 0:
+		return deny("no main file: mark one file with \"main\": true")
+	case mains > 1:
+		return deny("two main files: mark exactly one file with \"main\": true")
+	}
+	return nil
+}
+
+func addedTwice(name string) error { return deny("file %q added twice", name) }
+
+func (s *Server) tooLarge() error {
+	return deny("upload too large: at most %d bytes in all", s.cfg.MaxUpload)
+}
+
+func (s *Server) tooMany() error { return deny("too many files: at most %d", s.cfg.MaxFiles) }

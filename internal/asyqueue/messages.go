@@ -67,12 +67,20 @@ func applyOptions(t *sandbox.Task, h wire.Header, timeouts []time.Duration) erro
 	}
 	if b.Timeout != nil {
 		d := time.Duration(*b.Timeout) * time.Millisecond
-		if !slices.Contains(timeouts, d) {
-			return deny("option \"timeout\" must be one of %s (milliseconds)", listMillis(timeouts))
+		if err := checkTimeout(d, timeouts); err != nil {
+			return err
 		}
 		t.Timeout = d
 	}
 	b.MergeInto(t)
+	return nil
+}
+
+// checkTimeout accepts a task timeout that is one of the tiers'.
+func checkTimeout(d time.Duration, timeouts []time.Duration) error {
+	if !slices.Contains(timeouts, d) {
+		return deny("option \"timeout\" must be one of %s (milliseconds)", listMillis(timeouts))
+	}
 	return nil
 }
 

@@ -105,7 +105,7 @@ func (r *run) start(ctx context.Context, st Start) error {
 	}
 	task := r.task
 	task.Timeout = st.Timeout
-	r.relay = newRelay(ctx, r.conn, r.srv.cacheable(task))
+	r.relay = newRelay(ctx, r.out, r.srv.cacheable(task))
 	exec, err := st.Backend.Start(r.runCtx, task, r.relay)
 	if errors.Is(err, backend.ErrGone) {
 		return backend.ErrGone // the client is told the protocol's text, nothing more

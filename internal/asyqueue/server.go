@@ -7,7 +7,9 @@
 // the result cache when it can (cache.go), queues the task with the
 // Dispatcher (dispatcher.go), which owns the core, and relays the run on a
 // backend back to the client (session.go). Backends are Starters: the
-// in-process sandbox runner or remote `usher backend`s.
+// in-process sandbox runner or remote `usher backend`s. Render
+// (render.go) runs a task for an HTTP client through the same session,
+// which then sends to a collector instead of a connection.
 package asyqueue
 
 import (
@@ -112,6 +114,9 @@ type Server struct {
 
 	ctx      context.Context // ends every session when cancelled
 	sessions sync.WaitGroup
+
+	flightsMu sync.Mutex
+	flights   map[string]*flight // HTTP renders in progress, by task
 }
 
 // NewServer returns a server that queues with q, keeps uploads in up and,
@@ -134,7 +139,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.sessions.Done()
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	sess := &session{srv: s, conn: wire.NewConn(ws, 0, clientVerbs...), client: s.cfg.ClientAddress(r)}
+	conn := wire.NewConn(ws, 0, clientVerbs...)
+	sess := &session{srv: s, conn: conn, out: conn, client: s.cfg.ClientAddress(r)}
 	sess.serve(ctx)
 }
 
@@ -160,7 +166,11 @@ func PeerAddress(r *http.Request) string {
 	return host
 }
 
-// closeWith ends the connection normally after the last message.
+// closeWith ends the connection normally after the last message; an HTTP
+// render has none.
 func closeWith(conn *wire.Conn) {
+	if conn == nil {
+		return
+	}
 	_ = conn.WebSocket().Close(websocket.StatusNormalClosure, "")
 }

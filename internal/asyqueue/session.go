@@ -10,11 +10,23 @@ import (
 	"github.com/usherhq/usher/internal/wire"
 )
 
-// session serves one client connection: collect, then cache or queue and run.
+// session serves one task: for a WebSocket client, collect, then cache or
+// queue and run; for an HTTP render (render.go), cache or queue and run.
 type session struct {
 	srv    *Server
-	conn   *wire.Conn
+	conn   *wire.Conn // the client's connection; nil for an HTTP render
+	out    peer       // where the task's messages go
 	client string
+	// left, for an HTTP render, ends when no caller waits for it any
+	// more: the client went away.
+	left context.Context
+}
+
+// peer receives what a session sends about its task: a WebSocket client's
+// connection (*wire.Conn), or the collector of an HTTP render.
+type peer interface {
+	Send(ctx context.Context, verb string, body any) error
+	SendPayload(ctx context.Context, verb string, body any, payload []byte) error
 }
 
 func (s *session) serve(ctx context.Context) {
@@ -24,10 +36,10 @@ func (s *session) serve(ctx context.Context) {
 		s.refuse(ctx, err)
 		return
 	}
-	if !task.Interactive && s.srv.replay(ctx, s.conn, task) {
+	if !task.Interactive && s.srv.replay(ctx, s.out, task) {
 		return
 	}
-	s.queue(ctx, task)
+	_ = s.queue(ctx, task) // a denial has been sent
 }
 
 // collect runs the collector under the idle limit before `run`: when it
@@ -63,13 +75,14 @@ func (s *session) refuse(ctx context.Context, err error) {
 }
 
 // queue takes a slot (at once for an interactive task, through the queue
-// otherwise), runs the task and gives the slot back.
-func (s *session) queue(ctx context.Context, task sandbox.Task) {
+// otherwise), runs the task and gives the slot back. It returns the
+// queue's denial, which it has sent.
+func (s *session) queue(ctx context.Context, task sandbox.Task) error {
 	t, err := s.srv.d.Submit(s.client, task)
 	if err != nil {
 		s.srv.metrics.denied(denialReason(err))
 		s.send(ctx, "denied", deniedBody{Error: err.Error()})
-		return
+		return err
 	}
 	// The reader of the client's later messages stops only after the slot
 	// is released and the connection closed: cancelling a read closes the
@@ -80,6 +93,7 @@ func (s *session) queue(ctx context.Context, task sandbox.Task) {
 	ran := r.follow(ctx, readCtx)
 	s.srv.d.Release(t, ran)
 	closeWith(s.conn)
+	return nil
 }
 
 func denialReason(err error) string {
@@ -99,10 +113,13 @@ func denialReason(err error) string {
 func (s *session) send(ctx context.Context, verb string, body any) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if err := s.conn.Send(ctx, verb, body); err != nil {
+	if err := s.out.Send(ctx, verb, body); err != nil {
 		s.srv.cfg.Logger.Debug("asy: send failed", "verb", verb, "client", s.client, "err", err)
 	}
 }
+
+// errRenderLeft ends an HTTP render nobody waits for any more.
+var errRenderLeft = errors.New("every caller of the render has gone")
 
 // writeTimeout bounds sending one message to a client that does not read.
 const writeTimeout = 10 * time.Second
@@ -114,8 +131,17 @@ type inbound struct {
 }
 
 // readAfterRun reads `input` messages until the connection ends; anything
-// else is a protocol error.
+// else is a protocol error. An HTTP render sends nothing after `run`; its
+// callers leaving is the connection's end.
 func (s *session) readAfterRun(ctx context.Context, out chan<- inbound) {
+	if s.conn == nil {
+		select {
+		case <-s.left.Done():
+			out <- inbound{err: errRenderLeft}
+		case <-ctx.Done():
+		}
+		return
+	}
 	for {
 		var m inbound
 		h, err := s.conn.ReadHeader(ctx)

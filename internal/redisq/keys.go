@@ -139,6 +139,11 @@ func (k Keys) UploadsUsed() string { return k.prefix + "uploads.used" }
 // UploadsBytes is the size of all recent uploads (int).
 func (k Keys) UploadsBytes() string { return k.prefix + "uploads.bytes" }
 
+// RenderSource is the source of a render API result by its content id
+// (string: JSON files and options, expiring a retention after its last
+// use), so that every queue server answers GET /api/render/{id}.{format}.
+func (k Keys) RenderSource(id string) string { return k.prefix + "render.source:" + id }
+
 // ConsumerGroup is the consumer group backends read Outcoming as.
 const ConsumerGroup = "backend"
 

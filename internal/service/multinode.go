@@ -13,6 +13,7 @@ import (
 	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/frontend"
+	"github.com/usherhq/usher/internal/renderapi"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/tokens"
@@ -82,6 +83,8 @@ func (m *multiNode) stores(ctx context.Context, _ *sql.DB, cfg Config, shareCfg 
 	st := stores{
 		shares:  shares.NewRedis(m.rdb, m.keys, shareCfg),
 		uploads: uploads.NewRedis(m.rdb, m.keys, uploads.Config{MaxBytes: cfg.UploadBytes, Now: cfg.now}, cfg.Logger),
+
+		renderSources: renderapi.NewRedisSources(m.rdb, m.keys, cfg.Render.SourceRetention),
 	}
 	if cfg.CacheBytes > 0 {
 		cache, err := resultcache.NewRedis(m.rdb, m.keys, cfg.CacheBytes, cfg.now)

@@ -25,6 +25,7 @@ import (
 	"github.com/usherhq/usher/internal/access"
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/dashboard"
+	"github.com/usherhq/usher/internal/renderapi"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/internal/shares"
@@ -67,6 +68,8 @@ type Config struct {
 	// ShareQuota bounds the bytes of all shares; beyond it new shares are
 	// refused (0: no bound).
 	ShareQuota int64
+	// Render bounds the render API's store of sources.
+	Render RenderConfig
 	// ShutdownGrace is how long running tasks may finish after a stop signal.
 	ShutdownGrace time.Duration
 	Logger        *slog.Logger
@@ -86,6 +89,13 @@ type Config struct {
 	// dashEvery is the time between /api/dashboard snapshots
 	// (dashboardEvery when 0); tests shorten it.
 	dashEvery time.Duration
+}
+
+// RenderConfig bounds the sources the render API keeps for its permanent
+// URLs: bytes in the SQLite file, or retention after last use in Redis.
+type RenderConfig struct {
+	SourceBytes     int64         // renderapi.DefaultSourceBytes when 0
+	SourceRetention time.Duration // renderapi.DefaultSourceRetention when 0
 }
 
 // RedisConfig connects a queue server to multi-node mode.
@@ -119,6 +129,7 @@ type Service struct {
 	db       *sql.DB
 	mode     mode
 	queue    *asyqueue.Server
+	render   *renderapi.API
 	handler  http.Handler
 	registry *prometheus.Registry
 	shares   shares.Store
@@ -206,6 +217,7 @@ func (s *Service) open(ctx context.Context) error {
 	s.shares = st.shares
 	s.registry.MustRegister(newShareCollector(s.shares, s.cfg.ShareQuota))
 	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), st.uploads, st.cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
+	s.render = renderapi.New(s.queue, st.renderSources, s.registry, s.cfg.Logger)
 	s.handler = s.routes()
 	if s.cfg.AdminAddr != "" {
 		s.admin = s.adminRoutes()
@@ -259,6 +271,7 @@ func (s *Service) routes() http.Handler {
 	mux.Handle("GET /api/shares/{id}", p.Shares(http.HandlerFunc(s.apiGetShare)))
 	mux.Handle("OPTIONS /api/shares", p.Shares(http.NotFoundHandler()))      // CORS preflights
 	mux.Handle("OPTIONS /api/shares/{id}", p.Shares(http.NotFoundHandler())) // answer before the handler
+	s.render.Register(mux, p.CORS, p.Render)
 	p.LoginRoutes(mux)
 	if s.cfg.AdminAddr == "" {
 		s.operatorRoutes(mux, p.RequireAdmin)

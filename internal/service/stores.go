@@ -9,13 +9,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/renderapi"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/shares"
 	"github.com/usherhq/usher/internal/uploads"
 )
 
 // stores are what a user reaches through any queue server: shares, the
-// result cache and the recent uploads that `restore` reads. The embedded
+// result cache, the recent uploads that `restore` reads and the sources
+// behind the render API's permanent URLs. The embedded
 // default keeps them in the SQLite file and in memory; multi-node mode in
 // Redis, so that every queue server sees the same (docs/redis.md, "What
 // queue servers share").
@@ -23,6 +25,9 @@ type stores struct {
 	shares  shares.Store
 	cache   asyqueue.ResultCache // nil: no result cache
 	uploads asyqueue.UploadStore
+	// renderSources keep what a render API id was made from, so that an
+	// evicted result is computed again.
+	renderSources renderapi.Sources
 }
 
 // DefaultShareBytes is the most content one shared project holds unless
@@ -43,8 +48,8 @@ func (s *Service) shareConfig() shares.Config {
 		Quota: s.cfg.ShareQuota, Now: s.cfg.now}
 }
 
-// openLocalStores opens the embedded default's stores: shares and the
-// result cache in the SQLite file, uploads in memory.
+// openLocalStores opens the embedded default's stores: shares, the result
+// cache and the render sources in the SQLite file, uploads in memory.
 func openLocalStores(ctx context.Context, db *sql.DB, cfg Config, shareCfg shares.Config) (stores, error) {
 	var st stores
 	var err error
@@ -57,6 +62,9 @@ func openLocalStores(ctx context.Context, db *sql.DB, cfg Config, shareCfg share
 		return stores{}, err
 	}
 	st.uploads = uploads.New(uploads.Config{MaxBytes: cfg.UploadBytes, Now: cfg.now})
+	if st.renderSources, err = renderapi.OpenSQLiteSources(ctx, db, cfg.Render.SourceBytes); err != nil {
+		return stores{}, err
+	}
 	return st, nil
 }
 

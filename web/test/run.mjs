@@ -3,6 +3,7 @@
 // Each scenario saves a screenshot under web/test/artifacts/.
 import { chromium } from "playwright-core";
 import { mkdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -422,6 +423,91 @@ const scenarios = {
     if (!(await until(async () => (await pages()) === 1, 10000))) throw new Error(`the PDF viewer shows ${await pages()} pages, want 1`);
     await page.screenshot({ path: join(artifacts, "result-pdf.png") });
     await expectDownload(page, "main.pdf", "%PDF-");
+  },
+  async "a script in an SVG result opened directly cannot reach usher's origin"(page) {
+    // The figure's svg carries a raw <script> that copies the page's cookie
+    // and storage into an attribute of the document.
+    const probe = "document.documentElement.setAttribute('data-leak', document.cookie + ' ' + localStorage.getItem('secret'))";
+    const figure = `label("\\special{dvisvgm:raw <script>${probe}</script>}"); // ${Date.now()}\n`;
+    await page.goto(base + "/");
+    await page.evaluate(() => { document.cookie = "secret=usher-cookie; path=/"; localStorage.setItem("secret", "usher-storage"); });
+    const res = await page.evaluate(async (src) => {
+      const r = await fetch("/api/render?format=svg", { method: "POST", headers: { "Content-Type": "text/plain" }, body: src });
+      return { status: r.status, loc: r.headers.get("Content-Location"), body: await r.text() };
+    }, figure);
+    if (res.status !== 200 || !res.body.includes("<script>") || !res.loc) throw new Error(`render: ${res.status} ${res.loc} ${res.body.slice(0, 200)}`);
+    // Control: the same bytes as a blob: URL of usher's page run the script
+    // in usher's origin, and it reads the storage (a blob: document has no
+    // cookies of its own).
+    await page.evaluate((svg) => { location.href = URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" })); }, res.body);
+    await page.waitForURL(/^blob:/);
+    const control = await page.evaluate(() => document.documentElement.getAttribute("data-leak"));
+    if (!control?.endsWith(" usher-storage")) throw new Error("control: the probe read " + JSON.stringify(control));
+    // The result's own URL, opened directly: the script does not run, and
+    // the document has an opaque origin with neither cookie nor storage.
+    const resp = await page.goto(base + res.loc);
+    const csp = resp.headers()["content-security-policy"] || "";
+    const seen = await page.evaluate(() => {
+      const blocked = (f) => { try { f(); return false; } catch { return true; } };
+      return { leak: document.documentElement.getAttribute("data-leak"), origin: self.origin,
+        cookie: blocked(() => document.cookie), storage: blocked(() => localStorage.length) };
+    });
+    if (JSON.stringify(seen) !== JSON.stringify({ leak: null, origin: "null", cookie: true, storage: true })) {
+      throw new Error(`opened directly (CSP ${csp}): ${JSON.stringify(seen)}`);
+    }
+    await page.screenshot({ path: join(artifacts, "render-svg-script-sandboxed.png") });
+  },
+  async "an html result opened directly draws its WebGL figure in an opaque origin"(page) {
+    await page.goto(base + "/");
+    const res = await page.evaluate(async (src) => {
+      const r = await fetch("/api/render?format=html", { method: "POST", headers: { "Content-Type": "text/plain" }, body: src });
+      return { status: r.status, loc: r.headers.get("Content-Location") };
+    }, `import three; size(3cm); draw(unitsphere, red); // ${Date.now()}\n`);
+    if (res.status !== 200 || !res.loc) throw new Error("render: " + JSON.stringify(res));
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    await page.goto(base + res.loc);
+    const seen = await page.evaluate(() => {
+      const blocked = (f) => { try { f(); return false; } catch { return true; } };
+      return { canvas: !!document.querySelector("canvas"), origin: self.origin, cookie: blocked(() => document.cookie), storage: blocked(() => localStorage.length) };
+    });
+    if (JSON.stringify(seen) !== JSON.stringify({ canvas: true, origin: "null", cookie: true, storage: true })) throw new Error("html result: " + JSON.stringify(seen));
+    const shot = await page.screenshot({ path: join(artifacts, "render-html-direct.png") });
+    await page.goto(base + "/");
+    const info = await picture(page, shot);
+    if (info.colours <= 10) throw new Error("the WebGL figure stays blank: " + JSON.stringify(info));
+    if (errors.length) throw new Error("errors in the html result: " + errors.join(" | "));
+  },
+  async "embed.js on another origin's page turns asy blocks into figures and errors"(page) {
+    // A forum page served from its own origin (another port, which the
+    // server allows with --allowed-origins) loads usher's embed script
+    // with an extra selector.
+    const forum = createServer((req, resp) => {
+      resp.setHeader("Content-Type", "text/html; charset=utf-8");
+      resp.end(`<!doctype html><title>forum</title>
+<p>A circle:</p><pre class="asy" id="good">size(2cm); draw(unitcircle, blue); // ${Date.now()}</pre>
+<p>A typo:</p><pre class="asy" id="bad">draw((0,0)--(1,1)</pre>
+<p>Wiki markup:</p><div class="figure" id="wiki">size(2cm); fill(unitsquare, red); // ${Date.now()}</div>
+<script src="${base}/embed.js" data-selector="pre.asy, div.figure" defer></script>`);
+    });
+    await new Promise((r) => forum.listen(Number(process.env.USHER_FORUM_PORT), "127.0.0.1", r));
+    try {
+      const forumURL = `http://localhost:${forum.address().port}/`;
+      await page.goto(forumURL);
+      const figures = await page.waitForFunction(() => {
+        const imgs = [...document.querySelectorAll("img.asy-figure")];
+        return imgs.length === 2 && imgs.every((i) => i.complete && i.naturalWidth > 0) ? imgs.map((i) => i.src) : null;
+      }, null, { timeout: 30000 }).then((h) => h.jsonValue());
+      if (!figures.every((src) => src.startsWith(base + "/api/render/"))) throw new Error("figures from " + figures.join(" "));
+      const err = await page.waitForSelector("#bad + pre.asy-error", { timeout: 30000 });
+      const text = await err.textContent();
+      if (!/figure\.asy: \d+\.\d+: unexpected end of input/.test(text)) throw new Error("error shown: " + JSON.stringify(text));
+      if (await page.$("#good, #wiki")) throw new Error("a block that rendered is still there");
+      await page.screenshot({ path: join(artifacts, "embed-forum.png") });
+    } finally {
+      forum.close();
+    }
   },
 };
 
