@@ -64,6 +64,7 @@ bench: deps
 benchsmoke: build
 	bash bench/cycleratio.sh -n 1 -ops 2000
 	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1
+	$(GO) run ./bench/soak -duration 20s -every 5s -bin $(BIN)
 	cd bench/jobsbench && $(GO) vet . && $(GO) run . -systems usher,usher-redis -n 300 -runs 1 -pickups 2 -pickup-gap 10ms -settle 100ms -usher-concurrency 64 -usher-bin $(CURDIR)/$(BIN)
 
 # usher's generic jobs side by side with hibiken/asynq (on a redis-server)

@@ -117,7 +117,7 @@ func startServer(ctx context.Context, c config) (*server, error) {
 	}
 	cmd := exec.Command(c.bin, "serve", "--listen", addr, "--data", filepath.Join(dir, "usher.db"),
 		"--backends", fmt.Sprint(c.backends), "--medium-limit", fmt.Sprint(c.backends), "--slow-limit", fmt.Sprint(c.backends),
-		"--max-queued-per-client", "1000", "--log-level", "warn")
+		"--max-queued-per-client", "1000", "--render-rate", "0", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", c.bin, err)
