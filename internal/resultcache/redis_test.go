@@ -96,20 +96,7 @@ func TestRedisBoundHoldsUnderConcurrentWriters(t *testing.T) {
 	ctx := context.Background()
 	const maxBytes = 5000
 	caches, rdb := redisCaches(t, 3, maxBytes)
-	stop, watched := make(chan struct{}), make(chan int64)
-	go func() {
-		var most int64
-		for {
-			select {
-			case <-stop:
-				watched <- most
-				return
-			default:
-			}
-			n, _ := rdb.Get(ctx, redisKeys.CacheBytes()).Int64()
-			most = max(most, n)
-		}
-	}()
+	stopWatching := redistest.WatchMax(ctx, rdb, redisKeys.CacheBytes())
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Add(1)
@@ -132,8 +119,7 @@ func TestRedisBoundHoldsUnderConcurrentWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	if most := <-watched; most > maxBytes {
+	if most := stopWatching(); most > maxBytes {
 		t.Fatalf("the byte count reached %d, beyond %d", most, maxBytes)
 	}
 	total, _ := rdb.Get(ctx, redisKeys.CacheBytes()).Int64()

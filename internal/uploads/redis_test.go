@@ -104,21 +104,7 @@ func TestRedisKeepsTheMinAgeAndByteBound(t *testing.T) {
 func TestRedisByteBoundHoldsUnderConcurrentWriters(t *testing.T) {
 	const maxBytes = 4000
 	nodes, c, rdb := redisNodes(t, 3, maxBytes)
-	stop := make(chan struct{})
-	watched := make(chan int64)
-	go func() { // the bound holds at every moment, not only at the end
-		var most int64
-		for {
-			select {
-			case <-stop:
-				watched <- most
-				return
-			default:
-			}
-			n, _ := rdb.Get(ctx, keys.UploadsBytes()).Int64()
-			most = max(most, n)
-		}
-	}()
+	stopWatching := redistest.WatchMax(ctx, rdb, keys.UploadsBytes())
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Add(1)
@@ -142,8 +128,7 @@ func TestRedisByteBoundHoldsUnderConcurrentWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	if most := <-watched; most > maxBytes {
+	if most := stopWatching(); most > maxBytes {
 		t.Fatalf("the byte count reached %d, beyond %d", most, maxBytes)
 	}
 	checkRedisAccount(t, rdb, maxBytes)

@@ -259,3 +259,24 @@ func waitFor(addr string, bound time.Duration, what string, cond func(*redis.Cli
 	defer c.Close()
 	return testwait.Until(bound, func() bool { return cond(c) }, "%s: %s", addr, what)
 }
+
+// WatchMax reads the integer at key over and over until the returned stop
+// is called, and stop returns the largest value seen: a bound that must
+// hold at every moment, not only at the end, under concurrent writers.
+func WatchMax(ctx context.Context, rdb redis.UniversalClient, key string) (stop func() int64) {
+	done, most := make(chan struct{}), make(chan int64)
+	go func() {
+		var m int64
+		for {
+			select {
+			case <-done:
+				most <- m
+				return
+			default:
+			}
+			n, _ := rdb.Get(ctx, key).Int64()
+			m = max(m, n)
+		}
+	}()
+	return func() int64 { close(done); return <-most }
+}
