@@ -219,3 +219,64 @@ func TestBehindNginxEachClientHasItsOwnCap(t *testing.T) {
 	}
 	spinner.close()
 }
+
+// httpFrom is an HTTP client whose connections come from the loopback
+// address from.
+func httpFrom(from string) *http.Client {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	return &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}, Timeout: time.Minute}
+}
+
+// The render API works through nginx: a figure is rendered, its permanent
+// URL is served with its ETag and revalidated with 304, and the render
+// rate counts each client behind the proxy on its own.
+func TestBehindNginxTheRenderAPIWorks(t *testing.T) {
+	ts := startService(t, 1, func(c *Config) {
+		p, err := access.NewProxies([]string{"127.0.0.1"}, access.XForwardedFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Access.Proxies = p
+		c.Access.RenderRate = access.Rate{N: 1, Per: time.Hour}
+	})
+	proxy := "http://" + startNginx(t, strings.TrimPrefix(ts.srv.URL, "http://"))
+	post := func(from string) *http.Response {
+		t.Helper()
+		resp, err := httpFrom(from).Post(proxy+"/api/render?format=svg", "text/plain", strings.NewReader(quickFigure))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	first := post("127.0.0.2")
+	loc := first.Header.Get("Content-Location")
+	if first.StatusCode != http.StatusOK || first.Header.Get("Content-Type") != "image/svg+xml" || loc == "" {
+		t.Fatalf("POST through nginx: %d %q, Content-Location %q", first.StatusCode, first.Header.Get("Content-Type"), loc)
+	}
+	if again := post("127.0.0.2"); again.StatusCode != http.StatusTooManyRequests || again.Header.Get("Retry-After") == "" {
+		t.Fatalf("a second render from 127.0.0.2 within the rate: %d", again.StatusCode)
+	}
+	if other := post("127.0.0.3"); other.StatusCode != http.StatusOK {
+		t.Fatalf("a render from 127.0.0.3, another client behind the proxy: %d", other.StatusCode)
+	}
+	byID, err := httpFrom("127.0.0.2").Get(proxy + loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID.Body.Close()
+	etag := byID.Header.Get("ETag")
+	if byID.StatusCode != http.StatusOK || etag == "" || byID.Header.Get("Content-Security-Policy") == "" {
+		t.Fatalf("GET %s through nginx: %d, ETag %q, CSP %q", loc, byID.StatusCode, etag, byID.Header.Get("Content-Security-Policy"))
+	}
+	req, _ := http.NewRequest(http.MethodGet, proxy+loc, nil)
+	req.Header.Set("If-None-Match", etag)
+	cond, err := httpFrom("127.0.0.2").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond.Body.Close()
+	if cond.StatusCode != http.StatusNotModified {
+		t.Fatalf("revalidating %s through nginx: %d; want 304", loc, cond.StatusCode)
+	}
+}
