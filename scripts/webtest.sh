@@ -55,4 +55,4 @@ pids+=("$spid")
 wait_ready "http://127.0.0.1:$mport/readyz" "$mpid" "$tmp/multi.log"
 
 USHER_URL="http://127.0.0.1:$port" USHER_FORUM_PORT="$fport" USHER_TOKEN="$token" USHER_AUTH_URL="http://127.0.0.1:$aport" USHER_MULTINODE_URL="http://127.0.0.1:$mport" USHER_SCHEDULER_PID="$spid" \
-  node web/test/run.mjs "$@" || { echo "--- usher serve log" >&2; tail -50 "$tmp/serve.log" >&2; echo "--- multi-node logs" >&2; tail -20 "$tmp/multi.log" "$tmp/sched.log" "$tmp/auth.log" >&2; exit 1; }
+  node web/test/run.mjs "$@" || { echo "--- usher serve log" >&2; tail -n 50 "$tmp/serve.log" >&2; echo "--- multi-node logs" >&2; tail -n 20 "$tmp/multi.log" "$tmp/sched.log" "$tmp/auth.log" >&2; exit 1; }

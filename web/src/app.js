@@ -339,7 +339,11 @@ async function init() {
   if (sharedId) {
     const r = await fetch("/api/shares/" + encodeURIComponent(sharedId));
     if (r.ok) { const s = await r.json(); project = { files: s.files, current: (s.files.find((f) => f.main) || s.files[0]).filename }; }
-    else { project = structuredClone(DEFAULT); readOnly = false; setStatus("shared project not found"); }
+    else {
+      // The server says why: never made, expired, or deleted by the operator.
+      const body = await r.json().catch(() => ({}));
+      project = structuredClone(DEFAULT); readOnly = false; setStatus(body.error || "shared project not found");
+    }
   }
   openFile(currentFile().filename);
   applyTheme();

@@ -177,6 +177,14 @@ const scenarios = {
     if (await other.isHidden("#banner")) throw new Error("read-only banner not shown");
     await other.screenshot({ path: join(artifacts, "share-reopened.png") });
     await other.context().close();
+    // The operator deletes the share: the link then says so.
+    const id = url.split("/s/")[1];
+    const del = await fetch(`${base}/api/shares/${id}`, { method: "DELETE", headers: { authorization: "Bearer " + process.env.USHER_TOKEN } });
+    if (del.status !== 204) throw new Error("operator delete: " + del.status);
+    const gone = await freshPage();
+    await gone.goto(url);
+    await waitStatus(gone, /deleted by the operator/);
+    await gone.context().close();
   },
   async "live preview updates after an edit"(page) {
     await page.goto(base + "/");
