@@ -55,6 +55,8 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'AsyVsBare|CachedResult' -benchtime 30x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
+	$(GO) run ./bench/asyload -mode estimates -backends 2 -clients 40 -every 150ms -warmup 40 -runs 3
+	bash bench/estimates-redis.sh -b 2 -- -clients 40 -every 150ms -warmup 40 -runs 3
 
 # usher's generic jobs side by side with hibiken/asynq (on a redis-server)
 # and riverqueue/river (on PostgreSQL), in bench/jobsbench's own module so
