@@ -97,7 +97,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   return false
 end
 redis.call('SADD', KEYS[2], ARGV[3])
-redis.call('HSET', KEYS[3], 'backend', ARGV[4])
+redis.call('HSET', KEYS[3], 'backend', ARGV[4], 'address', ARGV[5])
 redis.call('RPUSH', KEYS[4], ARGV[5])
 redis.call('PEXPIRE', KEYS[4], ARGV[6])
 return redis.call('HGETALL', KEYS[3])`)

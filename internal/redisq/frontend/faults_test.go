@@ -28,7 +28,7 @@ func TestWaitingTaskAcrossARedisRestart(t *testing.T) {
 			rdb.ZAdd(t.Context(), k.Queue(), redis.Z{Score: 1, Member: id})
 		}, false},
 		{"restarted from its file, task still incoming", aof, func(redis.UniversalClient, redisq.Keys, string) {}, false},
-		{"backend's address lost with the connection", aof, func(rdb redis.UniversalClient, k redisq.Keys, id string) {
+		{"backend took it, its address nowhere", aof, func(rdb redis.UniversalClient, k redisq.Keys, id string) {
 			rdb.LRem(t.Context(), k.Incoming(), 0, id)
 			rdb.HSet(t.Context(), k.Executing(), id, "10000")
 			rdb.HSet(t.Context(), k.Task(id), redisq.FieldBackend, "1")
@@ -61,6 +61,31 @@ func TestWaitingTaskAcrossARedisRestart(t *testing.T) {
 				t.Fatalf("after the restart: %+v, want the end %q", u, asyqueue.TaskLostText)
 			}
 		})
+	}
+}
+
+// A backend's address read by a connection that Redis's restart cut off is
+// found again in the task hash: the task starts instead of waiting.
+func TestAddressLostWithARestartIsRecovered(t *testing.T) {
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	q, rdb := newQueue(t, srv.URL(), Config{})
+	k := q.cfg.Keys
+	tk, err := q.Submit("a", svgTask(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The backend took it; the address on task:ID:backend was popped by a
+	// read whose reply never arrived.
+	rdb.LRem(t.Context(), k.Incoming(), 0, tk.ID())
+	rdb.HSet(t.Context(), k.Executing(), tk.ID(), "10000")
+	const url = "ws://127.0.0.1:1/task/abc"
+	rdb.HSet(t.Context(), k.Task(tk.ID()), redisq.FieldBackend, "1", redisq.FieldAddress, url)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	u := next(t, tk)
+	if u.End != "" || u.Start == nil || u.Start.BackendID != url {
+		t.Fatalf("after the restart: %+v, want the start on %s", u, url)
 	}
 }
 

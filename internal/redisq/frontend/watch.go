@@ -16,11 +16,6 @@ import (
 // ends with RedisDownText.
 const unavailableFor = 30 * time.Second
 
-// quietFor is how long a waiting task may hear nothing before its queue
-// server checks that Redis still holds it: the scheduler tells every queued
-// task its estimate at least every 5 s.
-const quietFor = 10 * time.Second
-
 // watch waits on the task's three lists and passes what arrives to its
 // session: estimates, the backend's address, the scheduler's decisions.
 // It keeps the task's keys alive until ctx ends.
@@ -43,19 +38,24 @@ func (q *Queue) watch(ctx context.Context, tk *task) {
 			}
 			continue
 		}
-		// A waiting task checks that Redis still holds it when Redis
-		// answers again after failing, and when it heard nothing for
-		// quietFor (a restart the client library retried through).
+		// A waiting task that hears nothing checks that Redis still holds
+		// it: when Redis answers again after failing, and after cfg.Quiet
+		// (a restart the client library retried through).
 		recovered := !failingSince.IsZero()
 		failingSince = time.Time{}
-		if len(lists) > 1 && (recovered || time.Since(newsAt) > quietFor) {
+		if errors.Is(err, redis.Nil) {
+			if len(lists) == 1 || (!recovered && time.Since(newsAt) <= q.cfg.Quiet) {
+				continue
+			}
 			newsAt = time.Now()
-			if q.lost(ctx, tk) {
+			ended, address := q.place(ctx, tk)
+			if ended {
 				return
 			}
-		}
-		if errors.Is(err, redis.Nil) {
-			continue
+			if address == "" {
+				continue
+			}
+			got = []string{lists[1], address}
 		}
 		newsAt = time.Now()
 		switch got[0] {
@@ -100,7 +100,8 @@ func (q *Queue) failing(ctx context.Context, tk *task, err error, since *time.Ti
 // (queue.incoming, queue, queue.executing, or a message waiting for the
 // queue server), "lost" otherwise. A backend that took the task (its ID in
 // the hash) while no address waits means the address was delivered to a
-// read that Redis's restart cut off: "lost" too.
+// read that Redis's restart cut off: the script returns the address the
+// backend also wrote into the hash ("lost" if there is none).
 //
 // KEYS: task, backend, control, estimate, queue.incoming, queue,
 // queue.executing. ARGV: ID.
@@ -109,32 +110,38 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 'gone' end
 if redis.call('LLEN', KEYS[2]) > 0 or redis.call('LLEN', KEYS[3]) > 0 or redis.call('LLEN', KEYS[4]) > 0 then
   return 'held'
 end
-if redis.call('HEXISTS', KEYS[1], 'backend') == 1 then return 'lost' end
+if redis.call('HEXISTS', KEYS[1], 'backend') == 1 then
+  return redis.call('HGET', KEYS[1], 'address') or 'lost'
+end
 if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 'held' end
 if redis.call('HEXISTS', KEYS[7], ARGV[1]) == 1 then return 'held' end
 if redis.call('LPOS', KEYS[5], ARGV[1]) then return 'held' end
 return 'lost'
 `)
 
-// lost checks, once Redis answers again after failing, that the waiting
-// task is still somewhere in Redis; a task Redis lost (restarted empty, or
+// place checks, once Redis answers again after failing, that the waiting
+// task is still somewhere in Redis. A task Redis lost (restarted empty, or
 // from a file that missed it) ends at once with TaskLostText instead of
-// waiting for news that never comes. It reports whether the task ended.
-func (q *Queue) lost(ctx context.Context, tk *task) bool {
+// waiting for news that never comes (ended); a task whose backend's
+// address was lost with a read returns that address from the task hash.
+func (q *Queue) place(ctx context.Context, tk *task) (ended bool, address string) {
 	k := q.cfg.Keys
 	keys := []string{k.Task(tk.id), k.TaskBackend(tk.id), k.TaskControl(tk.id), k.TaskEstimate(tk.id),
 		k.Incoming(), k.Queue(), k.Executing()}
 	place, err := placeScript.Run(ctx, q.rdb, keys, tk.id).Text()
-	if err != nil {
+	switch {
+	case err != nil:
 		q.cfg.Logger.Warn("asy: cannot tell whether redis kept the task", "task", tk.id, "err", err)
-		return false
+		return false, ""
+	case place == "held":
+		return false, ""
+	case place == "gone" || place == "lost":
+		q.cfg.Logger.Warn("asy: redis lost the task", "task", tk.id, "place", place)
+		tk.ticket.PostEnd(asyqueue.TaskLostText)
+		return true, ""
 	}
-	if place == "held" {
-		return false
-	}
-	q.cfg.Logger.Warn("asy: redis lost the task", "task", tk.id, "place", place)
-	tk.ticket.PostEnd(asyqueue.TaskLostText)
-	return true
+	q.cfg.Logger.Info("asy: backend address recovered from the task hash", "task", tk.id)
+	return false, place
 }
 
 // started passes the backend's address to the session.
