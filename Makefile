@@ -58,6 +58,8 @@ bench: deps
 	$(GO) test -run '^$$' -bench RenderCachedPostVsAsy -benchtime 300x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
+	$(GO) run ./bench/asyload -mode estimates -backends 2 -clients 40 -every 150ms -warmup 40 -runs 3
+	bash bench/estimates-redis.sh -b 2 -- -clients 40 -every 150ms -warmup 40 -runs 3
 
 # A tiny run of every bench program, so that a command docs/benchmarks.md
 # gives cannot rot unnoticed; its figures mean nothing.

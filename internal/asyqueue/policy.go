@@ -49,6 +49,13 @@ const (
 	BackendLostText = "Backend went away during the task"
 )
 
+// Texts a queue server of multi-node mode ends a waiting task with when
+// Redis lost it or stopped answering (docs/redis.md, "Faults").
+const (
+	RedisDownText = "Queue unavailable: Redis did not answer"
+	TaskLostText  = "Task lost: Redis restarted without it"
+)
+
 // Default caps of the queue.
 const (
 	DefaultMaxQueued          = 1000

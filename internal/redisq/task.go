@@ -30,6 +30,7 @@ const (
 	FieldPosition = "position" // tasks ahead of it, with each estimate
 	// Written by the backend that took it.
 	FieldBackend = "backend"
+	FieldAddress = "address" // its WebSocket URL, as on task:ID:backend
 )
 
 // TaskOptions is what the task hash says about a task besides its files.

@@ -41,7 +41,7 @@ func (r *Role) cycle(ctx context.Context) error {
 		return err
 	}
 	r.runJob(ctx, j, hash)
-	return r.release(taskID)
+	return r.release(ctx, taskID)
 }
 
 // read waits up to Block for the next entry of queue.outcoming for this
@@ -97,7 +97,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   return false
 end
 redis.call('SADD', KEYS[2], ARGV[3])
-redis.call('HSET', KEYS[3], 'backend', ARGV[4])
+redis.call('HSET', KEYS[3], 'backend', ARGV[4], 'address', ARGV[5])
 redis.call('RPUSH', KEYS[4], ARGV[5])
 redis.call('PEXPIRE', KEYS[4], ARGV[6])
 return redis.call('HGETALL', KEYS[3])`)
@@ -155,19 +155,27 @@ if redis.call('SREM', KEYS[1], ARGV[1]) == 1 then
 end
 return 0`)
 
-// release runs releaseScript, retried with backoff while Redis fails.
-func (r *Role) release(taskID string) error {
+// release runs releaseScript, retried with backoff while Redis fails,
+// until ctx ends or the task's keys would have expired anyway: a slot
+// whose release is lost stays taken in the scheduler until the queue server
+// deletes task:ID (docs/redis.md, "Faults").
+func (r *Role) release(ctx context.Context, taskID string) error {
 	k := r.cfg.Keys
-	var err error
-	for attempt, wait := 0, 100*time.Millisecond; attempt < 5; attempt, wait = attempt+1, 2*wait {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = releaseScript.Run(ctx, r.cfg.Redis, []string{k.Processing(), k.Finished()}, taskID).Err()
+	deadline := time.Now().Add(redisq.TaskTTL)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, maxBackoff) {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := releaseScript.Run(actx, r.cfg.Redis, []string{k.Processing(), k.Finished()}, taskID).Err()
 		cancel()
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("backendrole: release task %s: %w", taskID, err)
+		}
 		r.log.Warn("backend: releasing a task failed", "task", taskID, "err", err, "retry_in", wait)
-		time.Sleep(wait) // backoff between retries against a failing Redis
+		select { // backoff between retries against a failing Redis
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
 	}
-	return fmt.Errorf("backendrole: release task %s: %w", taskID, err)
 }

@@ -33,8 +33,12 @@ type Config struct {
 	Caps asyqueue.Caps
 	// Wait is how long one blocking read waits for news of a task [1 s];
 	// Renew how often the task's keys are kept from expiring [60 s].
-	Wait   time.Duration
-	Renew  time.Duration
+	Wait  time.Duration
+	Renew time.Duration
+	// Quiet is how long a waiting task may hear nothing before its queue
+	// server checks that Redis still holds it [10 s: the scheduler tells
+	// every queued task its estimate at least every 5 s].
+	Quiet  time.Duration
 	Logger *slog.Logger
 }
 
@@ -48,6 +52,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Renew <= 0 {
 		c.Renew = time.Minute
+	}
+	if c.Quiet <= 0 {
+		c.Quiet = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -31,6 +31,7 @@ func newQueue(t *testing.T, url string, cfg Config) (*Queue, redis.UniversalClie
 		cfg.Keys = redisq.NewKeys(redisq.DefaultPrefix)
 	}
 	cfg.Wait = 100 * time.Millisecond
+	cfg.Quiet = time.Second
 	return New(ctx, rdb, cfg), rdb
 }
 

@@ -2,12 +2,15 @@ package frontend
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/redisq"
 )
 
 // releaseTimeout bounds the Redis work of ending one task.
@@ -44,13 +47,40 @@ func (q *Queue) Release(t *asyqueue.Ticket, _ bool) {
 	q.uncount(tk)
 	tk.stop()
 	<-tk.done
+	end := q.abort
+	if tk.backendAddress() != "" {
+		end = q.deleteKeys
+	}
+	if err := q.attempt(tk, end); err != nil {
+		q.cfg.Logger.Warn("asy: task keys not deleted; retrying in the background", "task", tk.id, "err", err)
+		go q.retry(tk, end)
+	}
+}
+
+// attempt runs one try of end within releaseTimeout.
+func (q *Queue) attempt(tk *task, end func(context.Context, *task) error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), releaseTimeout)
 	defer cancel()
-	if tk.backendAddress() != "" {
-		q.deleteKeys(ctx, tk)
-		return
+	return end(ctx, tk)
+}
+
+// retry runs end again, with backoff, until it succeeds, the task's keys
+// would have expired anyway, or the queue server stops: a running task's
+// task:ID left in Redis would keep its slot taken in the scheduler
+// (docs/redis.md, "Faults").
+func (q *Queue) retry(tk *task, end func(context.Context, *task) error) {
+	deadline := time.Now().Add(redisq.TaskTTL)
+	for wait := 200 * time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 5*time.Second) {
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if err := q.attempt(tk, end); err == nil {
+			q.cfg.Logger.Info("asy: task keys deleted after a retry", "task", tk.id)
+			return
+		}
 	}
-	q.abort(ctx, tk)
 }
 
 // uncount stops counting a task that left the queue toward its client's cap.
@@ -63,23 +93,25 @@ func (q *Queue) uncount(tk *task) {
 	}
 }
 
-func (q *Queue) deleteKeys(ctx context.Context, tk *task) {
+func (q *Queue) deleteKeys(ctx context.Context, tk *task) error {
 	if err := q.rdb.Del(ctx, q.cfg.Keys.TaskKeys(tk.id)...).Err(); err != nil {
-		q.cfg.Logger.Warn("asy: task keys not deleted", "task", tk.id, "err", err)
+		return fmt.Errorf("delete the keys of task %s: %w", tk.id, err)
 	}
+	return nil
 }
 
-func (q *Queue) abort(ctx context.Context, tk *task) {
+func (q *Queue) abort(ctx context.Context, tk *task) error {
 	k := q.cfg.Keys
 	keys := append(k.TaskKeys(tk.id), k.Finished())
 	address, err := abortScript.Run(ctx, q.rdb, keys, tk.id).Text()
 	switch {
-	case err == redis.Nil:
+	case errors.Is(err, redis.Nil):
 	case err != nil:
-		q.cfg.Logger.Warn("asy: task not taken back", "task", tk.id, "err", err)
+		return fmt.Errorf("take task %s back: %w", tk.id, err)
 	default:
 		go hangUp(address) // the backend took it: end its run at once
 	}
+	return nil
 }
 
 // hangUp connects to a backend that took a task nobody will follow and

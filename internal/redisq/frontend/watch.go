@@ -13,7 +13,7 @@ import (
 )
 
 // unavailableFor is how long Redis may fail a task's reads before the task
-// ends with errUnavailable.
+// ends with RedisDownText.
 const unavailableFor = 30 * time.Second
 
 // watch waits on the task's three lists and passes what arrives to its
@@ -24,6 +24,7 @@ func (q *Queue) watch(ctx context.Context, tk *task) {
 	k := q.cfg.Keys
 	lists := []string{k.TaskControl(tk.id), k.TaskBackend(tk.id), k.TaskEstimate(tk.id)}
 	renewAt := time.Now().Add(q.cfg.Renew)
+	newsAt := time.Now()
 	var failingSince time.Time
 	for ctx.Err() == nil {
 		got, err := q.rdb.BLPop(ctx, q.cfg.Wait, lists...).Result()
@@ -31,17 +32,32 @@ func (q *Queue) watch(ctx context.Context, tk *task) {
 			q.renew(ctx, tk)
 			renewAt = time.Now().Add(q.cfg.Renew)
 		}
-		switch {
-		case errors.Is(err, redis.Nil):
-			failingSince = time.Time{}
-			continue
-		case err != nil:
+		if err != nil && !errors.Is(err, redis.Nil) {
 			if q.failing(ctx, tk, err, &failingSince) {
 				return
 			}
 			continue
 		}
+		// A waiting task that hears nothing checks that Redis still holds
+		// it: when Redis answers again after failing, and after cfg.Quiet
+		// (a restart the client library retried through).
+		recovered := !failingSince.IsZero()
 		failingSince = time.Time{}
+		if errors.Is(err, redis.Nil) {
+			if len(lists) == 1 || (!recovered && time.Since(newsAt) <= q.cfg.Quiet) {
+				continue
+			}
+			newsAt = time.Now()
+			ended, address := q.place(ctx, tk)
+			if ended {
+				return
+			}
+			if address == "" {
+				continue
+			}
+			got = []string{lists[1], address}
+		}
+		newsAt = time.Now()
 		switch got[0] {
 		case lists[0]:
 			q.control(tk, got[1])
@@ -69,7 +85,7 @@ func (q *Queue) failing(ctx context.Context, tk *task, err error, since *time.Ti
 		q.cfg.Logger.Warn("asy: redis read failed", "task", tk.id, "err", err)
 	}
 	if time.Since(*since) > unavailableFor {
-		tk.ticket.PostEnd(errUnavailable.Error())
+		tk.ticket.PostEnd(asyqueue.RedisDownText)
 		return true
 	}
 	select {
@@ -77,6 +93,55 @@ func (q *Queue) failing(ctx context.Context, tk *task, err error, since *time.Ti
 	case <-time.After(200 * time.Millisecond):
 	}
 	return false
+}
+
+// placeScript says where a waiting task is after Redis came back: "gone"
+// when its hash is, "held" when the scheduler or a backend still has it
+// (queue.incoming, queue, queue.executing, or a message waiting for the
+// queue server), "lost" otherwise. A backend that took the task (its ID in
+// the hash) while no address waits means the address was delivered to a
+// read that Redis's restart cut off: the script returns the address the
+// backend also wrote into the hash ("lost" if there is none).
+//
+// KEYS: task, backend, control, estimate, queue.incoming, queue,
+// queue.executing. ARGV: ID.
+var placeScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'gone' end
+if redis.call('LLEN', KEYS[2]) > 0 or redis.call('LLEN', KEYS[3]) > 0 or redis.call('LLEN', KEYS[4]) > 0 then
+  return 'held'
+end
+if redis.call('HEXISTS', KEYS[1], 'backend') == 1 then
+  return redis.call('HGET', KEYS[1], 'address') or 'lost'
+end
+if redis.call('ZSCORE', KEYS[6], ARGV[1]) then return 'held' end
+if redis.call('HEXISTS', KEYS[7], ARGV[1]) == 1 then return 'held' end
+if redis.call('LPOS', KEYS[5], ARGV[1]) then return 'held' end
+return 'lost'
+`)
+
+// place checks, once Redis answers again after failing, that the waiting
+// task is still somewhere in Redis. A task Redis lost (restarted empty, or
+// from a file that missed it) ends at once with TaskLostText instead of
+// waiting for news that never comes (ended); a task whose backend's
+// address was lost with a read returns that address from the task hash.
+func (q *Queue) place(ctx context.Context, tk *task) (ended bool, address string) {
+	k := q.cfg.Keys
+	keys := []string{k.Task(tk.id), k.TaskBackend(tk.id), k.TaskControl(tk.id), k.TaskEstimate(tk.id),
+		k.Incoming(), k.Queue(), k.Executing()}
+	place, err := placeScript.Run(ctx, q.rdb, keys, tk.id).Text()
+	switch {
+	case err != nil:
+		q.cfg.Logger.Warn("asy: cannot tell whether redis kept the task", "task", tk.id, "err", err)
+		return false, ""
+	case place == "held":
+		return false, ""
+	case place == "gone" || place == "lost":
+		q.cfg.Logger.Warn("asy: redis lost the task", "task", tk.id, "place", place)
+		tk.ticket.PostEnd(asyqueue.TaskLostText)
+		return true, ""
+	}
+	q.cfg.Logger.Info("asy: backend address recovered from the task hash", "task", tk.id)
+	return false, place
 }
 
 // started passes the backend's address to the session.
