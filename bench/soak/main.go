@@ -221,7 +221,13 @@ func wsTask(ctx context.Context, url, src string, kind wsKind, st *stats) {
 	}
 	defer c.Close()
 	files := []asyclient.File{{Name: "fig.asy", Data: []byte(src), Main: true}}
-	if err := c.Submit(tctx, files, asyclient.Options{Timeout: 3 * time.Second}); err != nil {
+	// Ordinary figures get the medium tier, room for a loaded machine;
+	// hostile ones the fast tier, which ends the endless loop sooner.
+	limit := 10 * time.Second
+	if kind == wsHostile {
+		limit = 3 * time.Second
+	}
+	if err := c.Submit(tctx, files, asyclient.Options{Timeout: limit}); err != nil {
 		st.add(&st.lost)
 		return
 	}
@@ -252,7 +258,7 @@ func wsTask(ctx context.Context, url, src string, kind wsKind, st *stats) {
 		case kind == wsHostile:
 			st.add(&st.hostileEnded)
 		default:
-			st.add(&st.failed)
+			st.fail(m.Error)
 		}
 	}
 }

@@ -20,11 +20,20 @@ type stats struct {
 	lost, twice, dialFailed                           atomic.Int64
 	renderMisses, renderDenied, renderFailed          atomic.Int64
 
-	mu   sync.Mutex
-	hits []time.Duration // cached renders since the last sample
+	mu       sync.Mutex
+	hits     []time.Duration // cached renders since the last sample
+	failures map[string]int  // the error texts of ordinary figures that failed
 }
 
-func newStats() *stats { return &stats{} }
+func newStats() *stats { return &stats{failures: map[string]int{}} }
+
+// fail counts an ordinary figure that failed, by its error text.
+func (s *stats) fail(text string) {
+	s.failed.Add(1)
+	s.mu.Lock()
+	s.failures[text]++
+	s.mu.Unlock()
+}
 
 func (s *stats) add(c *atomic.Int64) { c.Add(1) }
 
@@ -95,6 +104,9 @@ func verdict(st *stats, samples []sample, out io.Writer) bool {
 	check(st.lost.Load() == 0, "no task lost: %d without an end message", st.lost.Load())
 	check(st.twice.Load() == 0, "no task answered twice: %d", st.twice.Load())
 	check(st.failed.Load() == 0, "ordinary figures succeed or are denied: %d failed", st.failed.Load())
+	for text, n := range st.failures {
+		fmt.Fprintf(out, "     %d× %q\n", n, text)
+	}
 	check(st.dialFailed.Load() == 0 && st.renderFailed.Load() == 0, "every connection and render request answered: %d dials, %d renders failed",
 		st.dialFailed.Load(), st.renderFailed.Load())
 	if len(samples) < 3 {
