@@ -66,6 +66,7 @@ bench: deps
 benchsmoke: build
 	bash bench/cycleratio.sh -n 1 -ops 2000
 	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1
+	bash bench/estimates-redis.sh -b 1 -- -clients 3 -every 50ms -warmup 1 -busy-max 300ms
 	$(GO) run ./bench/soak -duration 20s -every 5s -bin $(BIN)
 	cd bench/jobsbench && $(GO) vet . && $(GO) run . -systems usher,usher-redis -n 300 -runs 1 -pickups 2 -pickup-gap 10ms -settle 100ms -usher-concurrency 64 -usher-bin $(CURDIR)/$(BIN)
 
