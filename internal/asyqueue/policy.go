@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/usherhq/usher/internal/dashboard"
@@ -55,6 +56,21 @@ const (
 	RedisDownText = "Queue unavailable: Redis did not answer"
 	TaskLostText  = "Task lost: Redis restarted without it"
 )
+
+// backendFaultPrefix begins the text of a task its backend could not run
+// (gone before the start, or refusing it).
+const backendFaultPrefix = "backend "
+
+// ServerFault reports whether the error text a task ended with is the
+// server's doing (its backend lost, halted or unable to start it, a
+// shutdown, Redis) rather than the figure's: trying again later may work.
+func ServerFault(text string) bool {
+	switch text {
+	case HaltedText, BackendLostText, ErrStopped.Error(), RedisDownText, TaskLostText:
+		return true
+	}
+	return strings.HasPrefix(text, backendFaultPrefix)
+}
 
 // Default caps of the queue.
 const (

@@ -108,3 +108,28 @@ func TestRetryingTaskEndsAndLeavesTheCore(t *testing.T) {
 		t.Fatalf("core queue %+v: want only the second task, running", q)
 	}
 }
+
+// A failed task is the server's fault only for the texts the server ends
+// it with; anything asy says, even mentioning a backend, is the figure's.
+func TestServerFault(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{BackendLostText, true},
+		{HaltedText, true},
+		{ErrStopped.Error(), true},
+		{RedisDownText, true},
+		{TaskLostText, true},
+		{"backend local-1 is gone", true},
+		{"backend remote-2 could not start the task: dial: refused", true},
+		{"Time limit exceeded", false},
+		{"Asymptote exited with status 1", false},
+		{"Backend of the figure", false},
+		{"", false},
+	} {
+		if got := ServerFault(c.text); got != c.want {
+			t.Errorf("ServerFault(%q) = %v; want %v", c.text, got, c.want)
+		}
+	}
+}

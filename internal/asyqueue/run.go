@@ -101,7 +101,7 @@ func (r *run) start(ctx context.Context, st Start) error {
 		r.srv.metrics.estimateError(time.Since(r.told.at) - r.told.wait)
 	}
 	if st.Backend == nil {
-		return fmt.Errorf("backend %s is gone", st.BackendID)
+		return fmt.Errorf(backendFaultPrefix+"%s is gone", st.BackendID)
 	}
 	task := r.task
 	task.Timeout = st.Timeout
@@ -111,7 +111,7 @@ func (r *run) start(ctx context.Context, st Start) error {
 		return backend.ErrGone // the client is told the protocol's text, nothing more
 	}
 	if err != nil {
-		return fmt.Errorf("backend %s could not start the task: %w", st.BackendID, err)
+		return fmt.Errorf(backendFaultPrefix+"%s could not start the task: %w", st.BackendID, err)
 	}
 	r.exec = exec
 	r.done = make(chan sandbox.Outcome, 1)

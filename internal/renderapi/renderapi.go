@@ -178,9 +178,7 @@ func (a *API) refuse(w http.ResponseWriter, r *http.Request, err error) {
 // failureStatus is the status of a run that failed: the figure's fault
 // (422) or the server's (503, may be retried).
 func failureStatus(text string) (int, bool) {
-	switch {
-	case text == asyqueue.BackendLostText, text == asyqueue.HaltedText, text == asyqueue.ErrStopped.Error(),
-		strings.HasPrefix(text, "backend "): // a backend that could not start the task (asyqueue run.start)
+	if asyqueue.ServerFault(text) {
 		return http.StatusServiceUnavailable, true
 	}
 	return http.StatusUnprocessableEntity, false
