@@ -210,7 +210,20 @@ func (s *Service) open(ctx context.Context) error {
 		qcfg.ClientAddress = s.access.ClientAddress
 	}
 	s.queueCfg.ClientAddress = qcfg.ClientAddress
-	st, err := s.mode.stores(ctx, db, s.cfg, s.shareConfig())
+	if err := s.openServers(ctx, qcfg); err != nil {
+		return err
+	}
+	s.handler = s.routes()
+	if s.cfg.AdminAddr != "" {
+		s.admin = s.adminRoutes()
+	}
+	return nil
+}
+
+// openServers opens the mode's stores and builds on them the /asy server
+// and the render API.
+func (s *Service) openServers(ctx context.Context, qcfg asyqueue.Config) error {
+	st, err := s.mode.stores(ctx, s.db, s.cfg, s.shareConfig())
 	if err != nil {
 		return err
 	}
@@ -218,10 +231,6 @@ func (s *Service) open(ctx context.Context) error {
 	s.registry.MustRegister(newShareCollector(s.shares, s.cfg.ShareQuota))
 	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), st.uploads, st.cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
 	s.render = renderapi.New(s.queue, st.renderSources, s.registry, s.cfg.Logger)
-	s.handler = s.routes()
-	if s.cfg.AdminAddr != "" {
-		s.admin = s.adminRoutes()
-	}
 	return nil
 }
 
