@@ -67,7 +67,7 @@ benchsmoke: build
 	bash bench/cycleratio.sh -n 1 -ops 2000
 	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1
 	bash bench/estimates-redis.sh -b 1 -- -clients 3 -every 50ms -warmup 1 -busy-max 300ms
-	$(GO) run ./bench/soak -duration 20s -every 5s -bin $(BIN)
+	$(GO) run ./bench/soak -duration 10s -every 3s -bin $(BIN)
 	cd bench/jobsbench && $(GO) vet . && $(GO) run . -systems usher,usher-redis -n 300 -runs 1 -pickups 2 -pickup-gap 10ms -settle 100ms -usher-concurrency 64 -usher-bin $(CURDIR)/$(BIN)
 
 # usher's generic jobs side by side with hibiken/asynq (on a redis-server)
