@@ -122,22 +122,7 @@ func (ts *testService) postBench(b *testing.B, figure string) answer {
 //	go test -run '^$' -bench RenderVsAsy -benchtime 40x ./internal/service/
 func BenchmarkRenderVsAsy(b *testing.B) {
 	ts := startService(b, 1, func(c *Config) { c.CacheBytes = 0 })
-	var render, ws []time.Duration
-	for i := 0; b.Loop(); i++ {
-		viaRender := func() {
-			start := time.Now()
-			ts.postBench(b, asybench.Figure)
-			render = append(render, time.Since(start))
-		}
-		viaAsy := func() { ws = append(ws, timeCompile(b, ts, asybench.Figure)) }
-		if i%2 == 0 {
-			viaRender()
-			viaAsy()
-		} else {
-			viaAsy()
-			viaRender()
-		}
-	}
+	render, ws := ts.renderAndAsy(b)
 	over := asybench.Median(render) - asybench.Median(ws)
 	b.ReportMetric(asybench.MS(asybench.Median(render)), "render-ms")
 	b.ReportMetric(asybench.MS(asybench.Median(ws)), "asy-ws-ms")
@@ -156,7 +141,17 @@ func BenchmarkRenderVsAsy(b *testing.B) {
 func BenchmarkRenderCachedPostVsAsy(b *testing.B) {
 	ts := startService(b, 1, nil)
 	ts.postBench(b, asybench.Figure) // fills the cache
-	var render, ws []time.Duration
+	render, ws := ts.renderAndAsy(b)
+	b.ReportMetric(asybench.MS(asybench.Median(render)), "render-ms")
+	b.ReportMetric(asybench.MS(asybench.Median(ws)), "asy-ws-ms")
+	b.ReportMetric(asybench.MS(asybench.Median(asybench.Paired(render, ws))), "paired-added-ms")
+	b.Logf("n=%d cached: render p50 %.2f ms, /asy p50 %.2f ms", len(ws), asybench.MS(asybench.Median(render)), asybench.MS(asybench.Median(ws)))
+}
+
+// renderAndAsy times the typical figure through POST /api/render and
+// through /asy (dial to close) once per benchmark iteration each, in
+// alternating order so that neither always runs first.
+func (ts *testService) renderAndAsy(b *testing.B) (render, ws []time.Duration) {
 	for i := 0; b.Loop(); i++ {
 		viaRender := func() {
 			start := time.Now()
@@ -172,8 +167,5 @@ func BenchmarkRenderCachedPostVsAsy(b *testing.B) {
 			viaRender()
 		}
 	}
-	b.ReportMetric(asybench.MS(asybench.Median(render)), "render-ms")
-	b.ReportMetric(asybench.MS(asybench.Median(ws)), "asy-ws-ms")
-	b.ReportMetric(asybench.MS(asybench.Median(asybench.Paired(render, ws))), "paired-added-ms")
-	b.Logf("n=%d cached: render p50 %.2f ms, /asy p50 %.2f ms", len(ws), asybench.MS(asybench.Median(render)), asybench.MS(asybench.Median(ws)))
+	return render, ws
 }
