@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,29 +15,10 @@ import (
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/resultcache"
 	"github.com/usherhq/usher/internal/shares"
+	"github.com/usherhq/usher/internal/testclock"
 	"github.com/usherhq/usher/internal/testwait"
 	"github.com/usherhq/usher/internal/uploads"
 )
-
-// fakeClock is the stores' injected time.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // queueServersOn starts n queue servers of multi-node mode on one real
 // redis-server, as behind a load balancer, each with its own data file.
@@ -108,10 +88,10 @@ func TestShareStatusesInBothModes(t *testing.T) {
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			clock := newFakeClock()
+			clock := testclock.New(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 			const quota = 140 // two of these shares (67 and 68 bytes stored), not three
 			a, b := m.start(t, func(c *Config) {
-				c.now, c.ShareRetention, c.ShareQuota = clock.now, 7*24*time.Hour, quota
+				c.now, c.ShareRetention, c.ShareQuota = clock.Now, 7*24*time.Hour, quota
 			})
 			status, made := call(t, a, "POST", "/api/shares", shareBody("main.asy"))
 			id, _ := made["id"].(string)
@@ -135,11 +115,11 @@ func TestShareStatusesInBothModes(t *testing.T) {
 			if status != http.StatusInsufficientStorage || !strings.Contains(fmt.Sprint(full["error"]), "shares are full") {
 				t.Fatalf("POST beyond the quota: %d %v, want 507", status, full)
 			}
-			clock.advance(6 * 24 * time.Hour)
+			clock.Advance(6 * 24 * time.Hour)
 			if status, _ := call(t, a, "GET", "/api/shares/"+id, ""); status != http.StatusOK {
 				t.Fatalf("GET within the retention: %d", status)
 			}
-			clock.advance(2 * 24 * time.Hour) // the other share was last opened 8 days ago
+			clock.Advance(2 * 24 * time.Hour) // the other share was last opened 8 days ago
 			status, gone := call(t, b, "GET", "/api/shares/"+other["id"].(string), "")
 			if status != http.StatusGone || !strings.Contains(fmt.Sprint(gone["error"]), "not opened for 7 days") {
 				t.Fatalf("GET after the retention: %d %v, want 410 saying it expired", status, gone)

@@ -14,25 +14,8 @@ import (
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/internal/testclock"
 )
-
-// clock is the stores' injected time.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // backend opens stores of one kind on one place: two stores opened by
 // the same backend are two processes (a restart, or two queue servers)
@@ -80,11 +63,11 @@ func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
-func testConfig(c *clock) Config {
-	return Config{MaxFiles: 4, MaxBytes: 100, Now: c.now}
+func testConfig(c *testclock.Clock) Config {
+	return Config{MaxFiles: 4, MaxBytes: 100, Now: c.Now}
 }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 var project = []File{
 	{Filename: "main.asy", Main: true, Content: "import lib;\ndraw(unitcircle);\n"},
@@ -208,12 +191,12 @@ func TestRetentionCountsFromLastOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 { // each open restarts the count
-			c.advance(retention - time.Second)
+			c.Advance(retention - time.Second)
 			if _, err := s.Get(ctx, id); err != nil {
 				t.Fatalf("Get %v after the last open: %v", retention-time.Second, err)
 			}
 		}
-		c.advance(retention)
+		c.Advance(retention)
 		_, err = s.Get(ctx, id)
 		if !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "expired: it was not opened for 30 days") {
 			t.Fatalf("Get after the retention = %v, want ErrGone saying it expired", err)
@@ -242,9 +225,9 @@ func TestPruneExpiresUnopenedShares(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c.advance(30 * time.Minute)
+		c.Advance(30 * time.Minute)
 		kept, _, _ := s.Put(ctx, projectN(100))
-		c.advance(45 * time.Minute)
+		c.Advance(45 * time.Minute)
 		if n, err := s.Prune(ctx); err != nil || n != 5 {
 			t.Fatalf("Prune = %d, %v; want the 5 shares unopened for 75 minutes", n, err)
 		}
@@ -269,14 +252,14 @@ func TestTombstonesAreForgottenAfterGoneFor(t *testing.T) {
 		if err := s.Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(GoneFor - time.Second)
+		c.Advance(GoneFor - time.Second)
 		if _, err := s.Prune(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Get(ctx, id); !errors.Is(err, ErrGone) {
 			t.Fatalf("Get just within GoneFor of the delete = %v, want ErrGone", err)
 		}
-		c.advance(2 * time.Second)
+		c.Advance(2 * time.Second)
 		if _, err := s.Prune(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +283,7 @@ func TestQuotaRefusesNewShares(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.advance(time.Hour)
+		c.Advance(time.Hour)
 		if _, _, err := s.Put(ctx, projectN(2)); err != nil {
 			t.Fatalf("second share within the quota: %v", err)
 		}
@@ -317,11 +300,11 @@ func TestQuotaRefusesNewShares(t *testing.T) {
 		if _, _, err := s.Put(ctx, projectN(3)); err != nil {
 			t.Fatalf("Put after a delete made room: %v", err)
 		}
-		c.advance(24*time.Hour - time.Minute) // the first share was shared again an hour in: it outlives this
+		c.Advance(24*time.Hour - time.Minute) // the first share was shared again an hour in: it outlives this
 		if _, _, err := s.Put(ctx, projectN(4)); !errors.Is(err, ErrFull) {
 			t.Fatalf("Put while both shares are young = %v, want ErrFull", err)
 		}
-		c.advance(time.Hour + time.Minute) // now both are past the retention
+		c.Advance(time.Hour + time.Minute) // now both are past the retention
 		if _, _, err := s.Put(ctx, projectN(4)); err != nil {
 			t.Fatalf("Put after expiry made room: %v", err)
 		}

@@ -12,34 +12,17 @@ import (
 
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/redisq/redistest"
+	"github.com/usherhq/usher/internal/testclock"
 )
-
-// syncClock is a clock several goroutines read while one advances it.
-type syncClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *syncClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *syncClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 var keys = redisq.NewKeys(redisq.DefaultPrefix)
 
 // redisNodes returns n stores on one real redis-server, as n queue
 // servers see it, sharing a clock, and a client to inspect Redis.
-func redisNodes(t *testing.T, n int, maxBytes int64) ([]*Redis, *syncClock, redis.UniversalClient) {
+func redisNodes(t *testing.T, n int, maxBytes int64) ([]*Redis, *testclock.Clock, redis.UniversalClient) {
 	t.Helper()
 	url := redistest.Start(t).URL()
-	c := &syncClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var nodes []*Redis
 	var rdb redis.UniversalClient
 	for range n + 1 {
@@ -48,7 +31,7 @@ func redisNodes(t *testing.T, n int, maxBytes int64) ([]*Redis, *syncClock, redi
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		nodes = append(nodes, NewRedis(rdb, keys, Config{MaxBytes: maxBytes, MinAge: 10 * time.Minute, Now: c.now}, nil))
+		nodes = append(nodes, NewRedis(rdb, keys, Config{MaxBytes: maxBytes, MinAge: 10 * time.Minute, Now: c.Now}, nil))
 	}
 	return nodes[:n], c, rdb
 }
@@ -72,18 +55,18 @@ func TestRedisKeepsTheMinAgeAndByteBound(t *testing.T) {
 	nodes, c, _ := redisNodes(t, 2, 10)
 	a, b := []byte("aaaaaaaa"), []byte("bbbbbbbb")
 	nodes[0].Put(ctx, Hash(a), a)
-	c.advance(9 * time.Minute)
+	c.Advance(9 * time.Minute)
 	if nodes[1].Put(ctx, Hash(b), b) {
 		t.Fatal("Put dropped a file used 9 minutes ago to make room")
 	}
 	if _, ok := nodes[1].Get(ctx, Hash(a)); !ok { // restarts its age
 		t.Fatal("the young file is gone")
 	}
-	c.advance(9 * time.Minute)
+	c.Advance(9 * time.Minute)
 	if nodes[0].Put(ctx, Hash(b), b) {
 		t.Fatal("a file restored 9 minutes ago was dropped")
 	}
-	c.advance(time.Minute)
+	c.Advance(time.Minute)
 	if _, ok := nodes[0].Get(ctx, Hash(a)); ok {
 		t.Fatal("a file unused for MinAge is still restored")
 	}
@@ -122,7 +105,7 @@ func TestRedisByteBoundHoldsUnderConcurrentWriters(t *testing.T) {
 						t.Errorf("Get returned other bytes")
 					}
 				case 3:
-					c.advance(time.Duration(rng.IntN(60)) * time.Second)
+					c.Advance(time.Duration(rng.IntN(60)) * time.Second)
 				}
 			}
 		}()
@@ -176,21 +159,21 @@ func TestRedisKeepsItsPromises(t *testing.T) {
 			switch rng.IntN(3) {
 			case 0:
 				if s.Put(ctx, h, data) {
-					lastUse[h] = c.now()
+					lastUse[h] = c.Now()
 				}
 			case 1:
 				if _, ok := s.Get(ctx, h); ok {
-					lastUse[h] = c.now()
+					lastUse[h] = c.Now()
 				}
 			case 2:
-				c.advance(time.Duration(rng.IntN(300)) * time.Second)
+				c.Advance(time.Duration(rng.IntN(300)) * time.Second)
 			}
 			checkRedisAccount(t, rdb, 1000)
 			for h, at := range lastUse {
-				if c.now().Sub(at) >= 10*time.Minute {
+				if c.Now().Sub(at) >= 10*time.Minute {
 					delete(lastUse, h)
 				} else if ok, _ := rdb.HExists(ctx, keys.Uploads(), h).Result(); !ok {
-					t.Fatalf("seed %d: file used %v ago is gone", seed, c.now().Sub(at))
+					t.Fatalf("seed %d: file used %v ago is gone", seed, c.Now().Sub(at))
 				}
 			}
 		}
