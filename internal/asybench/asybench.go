@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"testing"
 	"time"
 )
 
@@ -76,4 +77,19 @@ func Paired(a, b []time.Duration) []time.Duration {
 		out[i] = a[i] - b[i]
 	}
 	return out
+}
+
+// Alternate runs first and second once per benchmark iteration, taking
+// turns at going first, so that neither always runs on a machine the
+// other has just warmed (or loaded).
+func Alternate(b *testing.B, first, second func()) {
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			first()
+			second()
+		} else {
+			second()
+			first()
+		}
+	}
 }

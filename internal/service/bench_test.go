@@ -29,23 +29,15 @@ func timeCompile(b *testing.B, ts *testService, source string) time.Duration {
 func BenchmarkAsyVsBare(b *testing.B) {
 	ts := startService(b, 1, func(c *Config) { c.CacheBytes = 0 })
 	var service, bare []time.Duration
-	for i := 0; b.Loop(); i++ {
-		viaService := func() { service = append(service, timeCompile(b, ts, asybench.Figure)) }
-		direct := func() {
-			d, err := asybench.Bare(asybench.Figure, "svg")
-			if err != nil {
-				b.Fatal(err)
-			}
-			bare = append(bare, d)
+	viaService := func() { service = append(service, timeCompile(b, ts, asybench.Figure)) }
+	direct := func() {
+		d, err := asybench.Bare(asybench.Figure, "svg")
+		if err != nil {
+			b.Fatal(err)
 		}
-		if i%2 == 0 {
-			viaService()
-			direct()
-		} else {
-			direct()
-			viaService()
-		}
+		bare = append(bare, d)
 	}
+	asybench.Alternate(b, viaService, direct)
 	over := asybench.Median(service) - asybench.Median(bare)
 	b.ReportMetric(asybench.MS(asybench.Median(service)), "service-ms")
 	b.ReportMetric(asybench.MS(asybench.Median(bare)), "asy-ms")

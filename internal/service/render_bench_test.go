@@ -149,23 +149,15 @@ func BenchmarkRenderCachedPostVsAsy(b *testing.B) {
 }
 
 // renderAndAsy times the typical figure through POST /api/render and
-// through /asy (dial to close) once per benchmark iteration each, in
-// alternating order so that neither always runs first.
+// through /asy (dial to close) once per benchmark iteration each, taking
+// turns at going first.
 func (ts *testService) renderAndAsy(b *testing.B) (render, ws []time.Duration) {
-	for i := 0; b.Loop(); i++ {
-		viaRender := func() {
-			start := time.Now()
-			ts.postBench(b, asybench.Figure)
-			render = append(render, time.Since(start))
-		}
-		viaAsy := func() { ws = append(ws, timeCompile(b, ts, asybench.Figure)) }
-		if i%2 == 0 {
-			viaRender()
-			viaAsy()
-		} else {
-			viaAsy()
-			viaRender()
-		}
+	viaRender := func() {
+		start := time.Now()
+		ts.postBench(b, asybench.Figure)
+		render = append(render, time.Since(start))
 	}
+	viaAsy := func() { ws = append(ws, timeCompile(b, ts, asybench.Figure)) }
+	asybench.Alternate(b, viaRender, viaAsy)
 	return render, ws
 }
