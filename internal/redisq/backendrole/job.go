@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/backend"
 	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sandbox"
@@ -29,8 +30,11 @@ type ending struct {
 
 var (
 	internalError = &ending{text: backend.ErrInternal, code: websocket.StatusInternalError}
-	shuttingDown  = &ending{text: backend.ErrShuttingDown, code: websocket.StatusGoingAway}
-	peerGone      = &ending{text: "queue server gone", silent: true}
+	// redisDown ends a task whose files Redis did not give: the client
+	// hears the cause, as from a queue server (docs/redis.md, "Faults").
+	redisDown    = &ending{text: asyqueue.RedisDownText, code: websocket.StatusInternalError}
+	shuttingDown = &ending{text: backend.ErrShuttingDown, code: websocket.StatusGoingAway}
+	peerGone     = &ending{text: "queue server gone", silent: true}
 )
 
 // Connection states of a job.
@@ -102,8 +106,8 @@ func (r *Role) runJob(ctx context.Context, j *job, hash map[string]string) {
 	go j.lifecycle()
 	files, err := r.loadFiles(context.WithoutCancel(ctx), j.task)
 	if err != nil {
-		r.log.Error("backend: task files", "task", j.task, "err", err)
-		j.fail(internalError)
+		r.log.Warn("backend: task files", "task", j.task, "err", err)
+		j.fail(redisDown)
 	} else {
 		j.start(hash, files)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/redisq/redistest"
 )
 
@@ -61,6 +62,13 @@ func TestRedisKilledAndRestartedUnderClients(t *testing.T) {
 	// Every client hears exactly one end, and the waiting ones carry on:
 	// six tasks of two seconds on two backends end well within the bound.
 	ok, errs := checkExactlyOnce(t, outs)
+	// A task a backend was taking when Redis died may end, but only with a
+	// text that names the fault; any other text fails below.
+	for text := range errs {
+		if asyqueue.ServerFault(text) {
+			delete(errs, text)
+		}
+	}
 	checkEndings(t, ok, n, errs)
 	const bound = 30 * time.Second
 	for i, at := range ended {
