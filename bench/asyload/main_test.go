@@ -17,9 +17,10 @@ func TestEstimatesSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One backend: the second and third clients wait, and each is told.
-	if stats.n < 1 || stats.n > 2 {
-		t.Fatalf("%d waiting clients measured, want 1 or 2: %v", stats.n, stats)
+	// One backend: at least the later clients wait and each is told; on a
+	// loaded machine the first may wait too (the warm-up task still runs).
+	if stats.n < 1 || stats.n > 3 {
+		t.Fatalf("%d waiting clients measured, want 1 to 3: %v", stats.n, stats)
 	}
 	t.Log(stats)
 }
