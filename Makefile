@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO ?= go
 BIN := bin/usher
 
-.PHONY: all deps build serve test vet lint unit bench benchsmoke bench-jobs fuzz clean web webcheck webtest
+.PHONY: all deps build serve test vet lint unit bench benchsmoke bench-jobs fuzz clean web webcheck webtest image imagetest
 
 all: build
 
@@ -43,6 +43,25 @@ webcheck: deps
 # Browser scenarios in Debian's chromium against a real usher serve.
 webtest: build
 	@bash scripts/webtest.sh
+
+# The container image (Dockerfile, docs/deploy.md). GO_IMAGE and
+# DEBIAN_IMAGE replace the Dockerfile's base images; IMAGE_FLAGS adds
+# docker build flags.
+IMAGE ?= usher:latest
+DOCKER ?= docker
+IMAGE_FLAGS ?=
+image:
+	$(DOCKER) build $(IMAGE_FLAGS) \
+	  $(if $(GO_IMAGE),--build-arg GO_IMAGE=$(GO_IMAGE)) \
+	  $(if $(DEBIAN_IMAGE),--build-arg DEBIAN_IMAGE=$(DEBIAN_IMAGE)) \
+	  --build-arg VERSION=$$(git describe --always --dirty 2>/dev/null || echo dev) -t $(IMAGE) .
+
+# The image test (scripts/imagetest.sh): builds the image on Debian's
+# Docker engine with base images made from Debian's packages, runs it as
+# docs/deploy.md says (docker run, compose, systemd) and prints its size
+# and cold start. .ci/run runs it after make test.
+imagetest:
+	@bash scripts/imagetest.sh
 
 # Benchmarks: figures go into docs/benchmarks.md with this command.
 bench: deps

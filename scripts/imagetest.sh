@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# The image test: builds the usher image from this checkout with `make
+# image`, then runs it as docs/deploy.md says, on Debian's Docker engine
+# started here (dockerd --iptables=false: nothing of the host's firewall is
+# touched, and build steps use the host's network):
+#   1. under Docker's default seccomp profile the server refuses to start,
+#      with one error that names the setting to change;
+#   2. `docker run` as documented (usher's seccomp profile, read-only
+#      root, no capabilities) answers /readyz and renders a 2D and a 3D
+#      figure through the render API, and keeps its data over a restart;
+#   3. compose.yaml's multi-node deployment renders through nginx;
+#   4. deploy/usher.service runs under systemd (scripts/imagetest-systemd.sh).
+# It prints the image's size and its cold start (container start to
+# /readyz), the figures of docs/benchmarks.md.
+#
+# No image registry is needed: the base images the Dockerfile and
+# compose.yaml name (golang, debian, redis, nginx) are replaced by
+# stand-ins made from Debian's packages with debootstrap, kept with
+# dockerd's state in $USHER_IMAGETEST_STATE between runs.
+#
+# COLD_STARTS=N measures the cold start N times (default 3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/apt-missing.sh
+apt_install_missing imagetest docker.io docker-compose debootstrap curl
+
+state=${USHER_IMAGETEST_STATE:-/var/tmp/usher-imagetest}
+run=$(mktemp -d /tmp/usher-imagetest.XXXXXX)
+mkdir -p "$state"
+export DOCKER_HOST="unix://$run/docker.sock"
+# Debian's client, not another one the machine may have on its PATH.
+docker() { /usr/bin/docker "$@"; }
+compose() { /usr/bin/docker-compose --project-name usherimagetest "$@"; }
+image=usher:imagetest
+standin_debian=usher-standin/debian:bookworm
+standin_go=usher-standin/golang:$(go env GOVERSION 2>/dev/null || /usr/local/go/bin/go env GOVERSION)
+standin_tools=usher-standin/tools:bookworm
+say() { echo "imagetest: $*"; }
+fail() { echo "imagetest: FAIL: $*" >&2; exit 1; }
+
+cleanup() {
+  set +e
+  if [[ -S $run/docker.sock ]]; then
+    compose -f compose.yaml down --volumes --timeout 5 >/dev/null 2>&1
+    docker ps -aq | xargs -r docker rm -f >/dev/null 2>&1
+    docker volume prune -f >/dev/null 2>&1
+  fi
+  [[ -f $run/dockerd.pid ]] && kill "$(cat "$run/dockerd.pid")" 2>/dev/null
+  for _ in $(seq 100); do [[ -e $run/dockerd.pid ]] || break; sleep 0.1; done
+  rm -rf "$run"
+}
+trap cleanup EXIT
+
+start_dockerd() {
+  dockerd --iptables=false --data-root "$state/docker" --exec-root "$run/exec" \
+    --pidfile "$run/dockerd.pid" -H "$DOCKER_HOST" >"$run/dockerd.log" 2>&1 &
+  for _ in $(seq 300); do
+    docker version >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  cat "$run/dockerd.log" >&2
+  fail "dockerd did not start"
+}
+
+# The stand-ins for the registry's images. The golang one is the host's Go
+# toolchain and the host's CA certificates (the Go module proxy may be
+# reached through a proxy of the machine's) on the Debian stand-in.
+make_standins() {
+  if ! docker image inspect "$standin_debian" >/dev/null 2>&1; then
+    say "debootstrap (Debian bookworm, minbase) for $standin_debian"
+    local root="$run/rootfs"
+    debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$run/debootstrap.log" 2>&1 ||
+      { tail -20 "$run/debootstrap.log" >&2; fail "debootstrap"; }
+    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+    tar -C "$root" -c . | docker import - "$standin_debian" >/dev/null
+    rm -rf "$root"
+  fi
+  if ! docker image inspect "$standin_go" >/dev/null 2>&1; then
+    say "$standin_go from $(command -v go || echo /usr/local/go/bin/go)"
+    local ctx="$run/goctx" goroot
+    goroot=$(go env GOROOT 2>/dev/null || /usr/local/go/bin/go env GOROOT)
+    mkdir -p "$ctx"
+    cp -a "$goroot" "$ctx/go"
+    cp /etc/ssl/certs/ca-certificates.crt "$ctx/ca-certificates.crt"
+    printf '%s\n' "FROM $standin_debian" 'COPY go /usr/local/go' \
+      'COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt' \
+      'ENV PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' >"$ctx/Dockerfile"
+    docker build -q -t "$standin_go" "$ctx" >/dev/null
+    rm -rf "$ctx"
+  fi
+  if ! docker image inspect "$standin_tools" >/dev/null 2>&1; then
+    # One stand-in for redis:7-bookworm and nginx: Debian's redis-server
+    # (7.0) and nginx, with nginx's conf.d as the official image has it.
+    say "$standin_tools (Debian's redis-server and nginx)"
+    local ctx="$run/toolsctx"
+    mkdir -p "$ctx"
+    printf '%s\n' "FROM $standin_debian" \
+      'RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server nginx && rm -rf /var/lib/apt/lists/* /etc/nginx/sites-enabled/*' \
+      'CMD ["nginx", "-g", "daemon off;"]' >"$ctx/Dockerfile"
+    docker build -q --network host -t "$standin_tools" "$ctx" >/dev/null
+    rm -rf "$ctx"
+  fi
+}
+
+# wait_ready URL CONTAINER: polls URL for 60 s, failing early when the
+# container stops.
+wait_ready() {
+  for _ in $(seq 600); do
+    curl -fs "$1" >/dev/null 2>&1 && return 0
+    [[ $(docker inspect -f '{{.State.Running}}' "$2" 2>/dev/null) == true ]] ||
+      { docker logs "$2" >&2 2>&1; fail "$2 stopped before $1 answered"; }
+    sleep 0.1
+  done
+  docker logs "$2" >&2 2>&1
+  fail "$1 did not answer within 60 s"
+}
+
+# render URL FORMAT SOURCE MAGIC: POSTs SOURCE to the render API and
+# checks the answer is a FORMAT image starting with MAGIC (hex).
+render() {
+  local out="$run/render.$2" code
+  code=$(curl -s -o "$out" -w '%{http_code}' -H 'Content-Type: text/plain' --data-binary "$3" "$1/api/render?format=$2")
+  [[ $code == 200 ]] || fail "render $2 at $1: HTTP $code: $(head -c 500 "$out")"
+  [[ $(head -c $((${#4} / 2)) "$out" | od -An -tx1 | tr -d ' \n') == "$4" ]] ||
+    fail "render $2 at $1: not a $2 image: $(head -c 100 "$out" | od -c | head -3)"
+  say "rendered $2 at $1 ($(wc -c <"$out") bytes)"
+}
+figure2d='size(3cm); draw(unitcircle); label("$\int_0^1 x\,dx$", (0,0));'
+figure3d='import three; size(3cm); draw(unitsphere, red); label("$z$", (0,0,1.3));'
+svg_magic=3c3f786d6c # "<?xml"
+png_magic=89504e470d0a1a0a
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# deploy_block NAME: the shell block of docs/deploy.md that follows the
+# line <!-- imagetest: NAME -->, so that the test runs what the docs say.
+deploy_block() {
+  awk -v mark="<!-- imagetest: $1 -->" '
+    $0 == mark { found = 1; next }
+    found && /^```sh$/ { inside = 1; next }
+    inside && /^```$/ { exit }
+    inside { print }' docs/deploy.md
+}
+
+test_refused() {
+  say "under Docker's default seccomp profile the server refuses to start"
+  local out code=0
+  out=$(timeout 120 /usr/bin/docker run --rm "$image" serve 2>&1) || code=$?
+  [[ $code != 0 && $code != 124 ]] || fail "usher serve under the default profile: exit code $code, want an error at start: $out"
+  local last
+  last=$(printf '%s\n' "$out" | tail -n 1)
+  [[ $(printf '%s\n' "$out" | grep -c 'usher: ') == 1 ]] || fail "want one error line, got: $out"
+  [[ $last == *"seccomp=deploy/seccomp-usher.json"* ]] || fail "the error does not name the setting to change: $last"
+  say "refused with: ${last:0:200}..."
+}
+
+# test_run: docs/deploy.md's docker run, on a free port.
+test_run() {
+  local port block
+  port=$(free_port)
+  block=$(deploy_block run)
+  [[ $block == *"-p 8080:8080"* ]] || fail "docs/deploy.md's run block has no -p 8080:8080 to replace"
+  block=${block//-p 8080:8080/-p 127.0.0.1:$port:8080}
+  block=${block//usher:latest/$image}
+  say "docker run as docs/deploy.md says, on port $port"
+  (eval "$block") >/dev/null
+  wait_ready "http://127.0.0.1:$port/readyz" usher
+  render "http://127.0.0.1:$port" svg "$figure2d" "$svg_magic"
+  render "http://127.0.0.1:$port" png "$figure3d" "$png_magic"
+  # The data volume outlives the container: the admin token written at
+  # the first start is the one after a restart.
+  local token
+  token=$(docker exec usher cat /var/lib/usher/usher-admin.token)
+  docker restart usher >/dev/null
+  wait_ready "http://127.0.0.1:$port/readyz" usher
+  [[ $(docker exec usher cat /var/lib/usher/usher-admin.token) == "$token" ]] || fail "the admin token changed over a restart"
+  curl -fs -H "Authorization: Bearer $token" "http://127.0.0.1:$port/v1/queues" >/dev/null || fail "/v1 refuses the first start's admin token"
+  docker rm -f usher >/dev/null
+  docker volume rm usher-data >/dev/null
+}
+
+# cold_start N: the image's size and N cold starts (docker run to /readyz).
+cold_start() {
+  local size i t0 t1 port times=()
+  size=$(docker image inspect -f '{{.Size}}' "$image")
+  for i in $(seq "$1"); do
+    port=$(free_port)
+    t0=$(date +%s%N)
+    docker run -d --name "cold$i" -p "127.0.0.1:$port:8080" --read-only --tmpfs /tmp --cap-drop ALL \
+      --security-opt no-new-privileges --security-opt seccomp=deploy/seccomp-usher.json \
+      --security-opt systempaths=unconfined "$image" >/dev/null
+    wait_ready "http://127.0.0.1:$port/readyz" "cold$i"
+    t1=$(date +%s%N)
+    times+=("$(((t1 - t0) / 1000000))")
+    docker rm -f "cold$i" >/dev/null
+  done
+  say "image size: $((size / 1000000)) MB; cold start (docker run to /readyz, ms): ${times[*]}"
+}
+
+test_compose() {
+  local port
+  port=$(free_port)
+  say "compose.yaml: redis, 2 schedulers, 2 backends, 2 queue servers, nginx on port $port"
+  USHER_IMAGE=$image REDIS_IMAGE=$standin_tools NGINX_IMAGE=$standin_tools USHER_PORT=$port \
+    USHER_ADMIN_TOKEN="imagetest-$(date +%s%N)" compose -f compose.yaml up -d >"$run/compose.log" 2>&1 ||
+    { cat "$run/compose.log" >&2; fail "docker-compose up"; }
+  for _ in $(seq 600); do
+    curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  # Each queue server renders, through nginx's round robin.
+  render "http://127.0.0.1:$port" svg "$figure2d" "$svg_magic" ||
+    { compose -f compose.yaml logs --tail 30 >&2; exit 1; }
+  render "http://127.0.0.1:$port" png "$figure3d" "$png_magic"
+  render "http://127.0.0.1:$port" svg "$figure2d // again" "$svg_magic"
+  compose -f compose.yaml down --volumes --timeout 10 >/dev/null 2>&1
+}
+
+start_dockerd
+make_standins
+say "make image"
+make --no-print-directory image IMAGE="$image" GO_IMAGE="$standin_go" DEBIAN_IMAGE="$standin_debian" \
+  IMAGE_FLAGS="--network host" DOCKER=/usr/bin/docker >"$run/build.log" 2>&1 ||
+  { tail -40 "$run/build.log" >&2; fail "make image"; }
+test_refused
+test_run
+cold_start "${COLD_STARTS:-3}"
+test_compose
+if [[ -f scripts/imagetest-systemd.sh ]]; then
+  IMAGE=$image STANDIN_DEBIAN=$standin_debian bash scripts/imagetest-systemd.sh
+fi
+say "ok"
