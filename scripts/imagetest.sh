@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/apt-missing.sh
-apt_install_missing imagetest docker.io docker-compose debootstrap curl
+apt_install_missing imagetest docker.io docker-compose debootstrap curl iproute2
 
 state=${USHER_IMAGETEST_STATE:-/var/tmp/usher-imagetest}
 run=$(mktemp -d /tmp/usher-imagetest.XXXXXX)
@@ -47,12 +47,20 @@ cleanup() {
   fi
   [[ -f $run/dockerd.pid ]] && kill "$(cat "$run/dockerd.pid")" 2>/dev/null
   for _ in $(seq 100); do [[ -e $run/dockerd.pid ]] || break; sleep 0.1; done
+  ip link del "$bridge" 2>/dev/null
   rm -rf "$run"
 }
 trap cleanup EXIT
 
+# The engine's default bridge is one of this run's own, so that another
+# engine on the machine (docker0) is never shared.
+bridge=usherimg$(($$ % 100000))
+subnet=10.77.$(($$ % 250)).1/24
 start_dockerd() {
-  dockerd --iptables=false --data-root "$state/docker" --exec-root "$run/exec" \
+  ip link add "$bridge" type bridge
+  ip addr add "$subnet" dev "$bridge"
+  ip link set "$bridge" up
+  dockerd --iptables=false --bridge "$bridge" --data-root "$state/docker" --exec-root "$run/exec" \
     --pidfile "$run/dockerd.pid" -H "$DOCKER_HOST" >"$run/dockerd.log" 2>&1 &
   for _ in $(seq 300); do
     docker version >/dev/null 2>&1 && return 0
