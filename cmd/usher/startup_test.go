@@ -56,7 +56,7 @@ func TestStartRefusedBySandbox(t *testing.T) {
 				t.Errorf("last line %q\ndoes not start with %q", last, prefix)
 			}
 			for _, want := range []string{"(ENOSPC)", `"sysctl -w user.max_user_namespaces=15000"`,
-				`(docs/sandbox.md, "When the sandbox cannot start")`} {
+				`; see docs/sandbox.md, "When the sandbox cannot start"`} {
 				if !strings.Contains(last, want) {
 					t.Errorf("last line lacks %q", want)
 				}

@@ -212,10 +212,7 @@ func (r *Runner) selfTest() error {
 		asRoot: r.asRoot, uid: r.uid, gid: r.gid, rootfs: r.rootfs,
 	}
 	if err := probe.emptySandbox(); err != nil {
-		return stepError(stepNamespaces, &adviceError{
-			err:    fmt.Errorf("bubblewrap (Debian package \"bubblewrap\") cannot create its namespaces or mounts: %w", err),
-			advice: namespaceAdvice(err.Error(), readHostFacts("/", os.Getenv)),
-		})
+		return namespacesError(err, readHostFacts("/", os.Getenv))
 	}
 	cache, err := probe.renderTests()
 	if err != nil {

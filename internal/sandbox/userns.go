@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,7 +101,11 @@ func containerCgroup(cgroup string) bool {
 // the namespaces or the /proc mount and how to change it, or "" when out
 // is no refusal of the kind.
 func namespaceAdvice(out string, h hostFacts) string {
-	proc := strings.Contains(out, "Can't mount proc")
+	// Docker mounts parts of /proc read-only over themselves (/proc/sys
+	// among them) and masks others: bubblewrap cannot mount its own
+	// /proc, or fails on writing /proc/sys first.
+	proc := strings.Contains(out, "Can't mount proc") ||
+		strings.Contains(out, "/proc/") && strings.Contains(out, "Read-only file system")
 	cloneRefused := strings.Contains(out, "No permissions to create")
 	switch {
 	case strings.Contains(out, "ENOSPC") || strings.Contains(out, "No space left on device") ||
@@ -113,7 +118,7 @@ func namespaceAdvice(out string, h hostFacts) string {
 		return adviceUnprivilegedClone
 	case h.apparmorRestrict == "1" && !cloneRefused && !proc:
 		return adviceAppArmorRestrict
-	case !refused(out):
+	case !proc && !refused(out):
 		return ""
 	case h.systemd && proc:
 		return adviceSystemdProc
@@ -154,7 +159,16 @@ func withAdvice(msg, advice string) string {
 	if !strings.HasSuffix(msg, ".") {
 		msg += "."
 	}
-	return msg + " " + advice + " (" + adviceSection + ")"
+	return msg + " " + advice + "; see " + adviceSection
+}
+
+// namespacesError is New's error when the empty sandbox failed with err
+// on a host with facts h.
+func namespacesError(err error, h hostFacts) error {
+	return stepError(stepNamespaces, &adviceError{
+		err:    fmt.Errorf("bubblewrap (Debian package \"bubblewrap\") cannot create its namespaces or mounts: %w", err),
+		advice: namespaceAdvice(err.Error(), h),
+	})
 }
 
 // adviceError is err followed by advice (withAdvice).

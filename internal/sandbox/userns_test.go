@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ const (
 	outUIDMap    = "bwrap: setting up uid map: Permission denied"
 	outLoopback  = "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted"
 	outMountProc = "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"
+	outProcSysRO = "bwrap: cannot open /proc/sys/user/max_user_namespaces: Read-only file system"
 	outOther     = "bwrap: Can't find source path /var/nowhere: No such file or directory"
 )
 
@@ -58,6 +60,10 @@ func TestNamespaceAdvice(t *testing.T) {
 			adviceAppArmorRestrict, `"userns,"`},
 		{"masked /proc in a container", outMountProc, container,
 			adviceContainerProc, "--security-opt systempaths=unconfined"},
+		{"read-only /proc/sys in a container", outProcSysRO, container,
+			adviceContainerProc, "--security-opt systempaths=unconfined"},
+		{"read-only /proc/sys under systemd", outProcSysRO, with(func(h *hostFacts) { h.systemd = true }),
+			adviceSystemdProc, "ProtectKernelTunables="},
 		{"masked /proc in a container with apparmor", outMountProc,
 			with(func(h *hostFacts) { h.container, h.apparmor = true, true }),
 			adviceContainerProc + adviceContainerAppArmor, "--security-opt apparmor=unconfined"},
@@ -94,7 +100,7 @@ func TestNamespaceAdvice(t *testing.T) {
 func TestWithAdvice(t *testing.T) {
 	t.Parallel()
 	got := withAdvice(outNoPermissions, adviceContainerSeccomp)
-	want := outNoPermissions + " " + adviceContainerSeccomp + ` (docs/sandbox.md, "When the sandbox cannot start")`
+	want := outNoPermissions + " " + adviceContainerSeccomp + `; see docs/sandbox.md, "When the sandbox cannot start"`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -160,6 +166,7 @@ func TestNewUnderRealRefusals(t *testing.T) {
 	}{
 		{"user namespaces used up", sandboxtest.UserNamespaceLimit,
 			[]string{"(ENOSPC)", adviceUserNSLimit, `"sysctl -w user.max_user_namespaces=15000"`}},
+		{"namespaces forbidden", sandboxtest.NamespacesForbidden, []string{outNoPermissions}},
 		{"masked /proc", sandboxtest.MaskedProc,
 			[]string{"bwrap: Can't mount proc on /newroot/proc: Operation not permitted", "masks parts of /proc, so bubblewrap cannot mount its own"}},
 	}
@@ -178,5 +185,36 @@ func TestNewUnderRealRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// In a Docker container with the default seccomp profile, New's whole
+// error: the step, bwrap's words (the real bubblewrap refused with EPERM,
+// as the profile refuses it) and the profile to use instead.
+func TestDockerSeccompErrorText(t *testing.T) {
+	t.Parallel()
+	bwrap := sandboxtest.RefusingBwrap(t, sandboxtest.NamespacesForbidden)
+	r := &Runner{limits: DefaultLimits(), log: slog.Default(), uid: nobody, gid: nobody,
+		asRoot: os.Geteuid() == 0, rootfs: rootfsArgs()}
+	if err := r.setWorkRoot(testWorkRoot(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.findTools(bwrap); err != nil {
+		t.Fatal(err)
+	}
+	err := r.emptySandbox()
+	if err == nil {
+		t.Fatal("the empty sandbox ran although namespaces are forbidden")
+	}
+	got := namespacesError(err, hostFacts{maxUserNamespaces: "15000", container: true}).Error()
+	want := `sandbox: step "create namespaces" failed: bubblewrap (Debian package "bubblewrap") cannot create ` +
+		`its namespaces or mounts: ` + bwrap + ` failed: bwrap: No permissions to create new namespace, likely ` +
+		`because the kernel does not allow non-privileged user namespaces. See <https://deb.li/bubblewrap> or ` +
+		`<file:///usr/share/doc/bubblewrap/README.Debian.gz>. The container's seccomp profile (Docker's default ` +
+		`one) forbids creating namespaces: start the container with usher's profile, --security-opt ` +
+		`seccomp=deploy/seccomp-usher.json (compose: security_opt: ["seccomp=deploy/seccomp-usher.json"]); ` +
+		`see docs/sandbox.md, "When the sandbox cannot start"`
+	if got != want {
+		t.Fatalf("error:\n%s\nwant:\n%s", got, want)
 	}
 }

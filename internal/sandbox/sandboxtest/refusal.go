@@ -18,9 +18,14 @@ const (
 	// UserNamespaceLimit leaves no user namespace to create: the limit
 	// user.max_user_namespaces is used up, as on a host where it is 0.
 	UserNamespaceLimit Refusal = iota
-	// MaskedProc mounts /proc/sys read-only over itself, as Docker does,
+	// MaskedProc mounts /proc/fs read-only over itself, as Docker does,
 	// so that no new /proc may be mounted.
 	MaskedProc
+	// NamespacesForbidden makes creating a user namespace fail with
+	// EPERM, as Docker's default seccomp profile does: bubblewrap runs
+	// chrooted (into a bind mount of /, so it sees the same files), and
+	// the kernel creates no user namespace for a chrooted process.
+	NamespacesForbidden
 )
 
 // RefusingBwrap writes a script named bwrap (returned) that runs the real
@@ -45,24 +50,31 @@ func RefusingBwrap(t testing.TB, refusal Refusal) string {
 	if err != nil {
 		t.Fatalf("unshare (util-linux): %v", err)
 	}
-	var setUp string
+	dir := WorkRoot(t)
+	var setUp, inner string
 	switch refusal {
 	case UserNamespaceLimit:
 		setUp = "echo 1 > /proc/sys/user/max_user_namespaces"
 	case MaskedProc:
-		setUp = "mount -o bind,ro /proc/sys /proc/sys"
+		setUp = "mount -o bind,ro /proc/fs /proc/fs"
+	case NamespacesForbidden:
+		root := filepath.Join(dir, "root")
+		if err := os.Mkdir(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		setUp, inner = "mount --rbind / "+root, "--root="+root
 	default:
 		t.Fatalf("unknown refusal %d", refusal)
 	}
-	for _, p := range []string{bwrap, unshare} {
+	for _, p := range []string{bwrap, unshare, dir} {
 		if strings.ContainsAny(p, `'"$\`) {
 			t.Fatalf("%s: the path must not need quoting", p)
 		}
 	}
 	script := fmt.Sprintf(`#!/bin/sh
-exec %[1]s --user --map-root-user --mount sh -c '%[2]s && exec %[1]s --user --map-user=1000 --map-group=1000 %[3]s "$@"' sh "$@"
-`, unshare, setUp, bwrap)
-	path := filepath.Join(WorkRoot(t), "bwrap")
+exec %[1]s --user --map-root-user --mount sh -c '%[2]s && exec %[1]s --user --map-user=1000 --map-group=1000 %[3]s %[4]s "$@"' sh "$@"
+`, unshare, setUp, inner, bwrap)
+	path := filepath.Join(dir, "bwrap")
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
