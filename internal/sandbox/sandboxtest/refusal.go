@@ -37,9 +37,10 @@ const (
 // The outer namespace maps the caller to root, which may lower the
 // namespace's user.max_user_namespaces (/proc/sys/user is per user
 // namespace) or mount in its own mount namespace; bubblewrap runs in the
-// inner one as uid 1000, unprivileged, as in production. The limit is 1:
-// the inner namespace takes it, and bubblewrap's own counts against it
-// too.
+// inner one as uid 1000, unprivileged, as in production, chrooted for
+// NamespacesForbidden. The limit is 1: the inner namespace takes it, and
+// bubblewrap's own counts against it too. Nothing of the machine
+// changes; the namespaces end with the script.
 func RefusingBwrap(t testing.TB, refusal Refusal) string {
 	t.Helper()
 	bwrap, err := exec.LookPath("bwrap")
@@ -67,7 +68,7 @@ func RefusingBwrap(t testing.TB, refusal Refusal) string {
 		t.Fatalf("unknown refusal %d", refusal)
 	}
 	for _, p := range []string{bwrap, unshare, dir} {
-		if strings.ContainsAny(p, `'"$\`) {
+		if strings.ContainsAny(p, ` '"$\`) {
 			t.Fatalf("%s: the path must not need quoting", p)
 		}
 	}
