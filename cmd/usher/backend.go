@@ -58,7 +58,8 @@ default). A second connection while one is open gets
 complete {"success":false,"error":"backend busy"}. See docs/protocol.md.
 
 It refuses to start when the sandbox does not work (bubblewrap missing or
-unable to create its namespaces) unless --insecure is given, which runs asy
+unable to create its namespaces; the error names the setting that refuses
+them, see docs/sandbox.md) unless --insecure is given, which runs asy
 without a sandbox and logs a warning on every task.
 
 GET /livez answers 200 while the process runs; GET /readyz answers 200 when
@@ -115,7 +116,7 @@ func (o *backendOptions) run(ctx context.Context, logOut io.Writer) error {
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: o.logLevel}))
 	starter, err := o.newStarter(o.sandboxConfig(log))
 	if err != nil {
-		return fmt.Errorf("backend: the sandbox does not work: %w", err)
+		return fmt.Errorf("backend: %w", err) // the runner's error names the sandbox and the step
 	}
 	if c, ok := starter.(io.Closer); ok {
 		defer c.Close() // the runner's spare displays and shader cache template

@@ -33,8 +33,8 @@ func TestBackendRefusesWithoutSandbox(t *testing.T) {
 	o := testBackendOptions(t, func(sandbox.Config) (backend.Starter, error) { return nil, runnerErr })
 	o.onListen = func(net.Addr) { listened = true }
 	err := o.run(context.Background(), io.Discard)
-	if !errors.Is(err, runnerErr) || !strings.Contains(err.Error(), "the sandbox does not work") {
-		t.Fatalf("run = %v, want the runner's error", err)
+	if !errors.Is(err, runnerErr) || err.Error() != "backend: "+runnerErr.Error() {
+		t.Fatalf("run = %v, want the runner's error after the role's name", err)
 	}
 	if listened {
 		t.Fatal("listened although the sandbox does not work")

@@ -212,8 +212,7 @@ func (r *Runner) selfTest() error {
 		asRoot: r.asRoot, uid: r.uid, gid: r.gid, rootfs: r.rootfs,
 	}
 	if err := probe.emptySandbox(); err != nil {
-		return stepError(stepNamespaces, fmt.Errorf(
-			"bubblewrap (Debian package \"bubblewrap\") cannot create its namespaces or mounts: %w", err))
+		return namespacesError(err, readHostFacts("/", os.Getenv))
 	}
 	cache, err := probe.renderTests()
 	if err != nil {
@@ -266,7 +265,11 @@ func (r *Runner) emptySandbox() error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	p, err := startProcess(cmd, true)
 	if err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
+		if said := strings.TrimSpace(out.String()); said != "" {
+			// bwrap gave up before the sandbox ran: its words say why.
+			return fmt.Errorf("%s failed: %s", r.tools.bwrap, said)
+		}
+		return err
 	}
 	stop := time.AfterFunc(30*time.Second, p.kill)
 	p.wait()

@@ -17,32 +17,6 @@ func TestNewWithoutBwrap(t *testing.T) {
 	}
 }
 
-// fakeBwrapNoNamespaces stands for a bwrap on a kernel that refuses user
-// namespaces, a fault the real one cannot produce here on demand (it would
-// take a machine-wide sysctl).
-const fakeBwrapNoNamespaces = `#!/bin/sh
-echo "bwrap: No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2
-exit 1
-`
-
-func TestNewNamespacesFail(t *testing.T) {
-	t.Parallel()
-	root := testWorkRoot(t)
-	fake := filepath.Join(root, "fake-bwrap")
-	if err := os.WriteFile(fake, []byte(fakeBwrapNoNamespaces), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, err := New(Config{WorkRoot: root, BwrapPath: fake})
-	if err == nil {
-		t.Fatal("New accepted a bwrap that cannot create namespaces")
-	}
-	for _, want := range []string{`"bubblewrap"`, `step "create namespaces"`, "No permissions to create a new namespace"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("New: %v; lacks %q", err, want)
-		}
-	}
-}
-
 // A root server runs bwrap as the sandbox uid, which must be able to reach
 // the work root; a server that is not root needs nothing of the kind.
 func TestNewWorkRootUnreachable(t *testing.T) {

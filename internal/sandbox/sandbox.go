@@ -6,7 +6,8 @@
 // backend) and the service drive it through Runner, Task, Sink and Run.
 //
 // Files by concern: limits.go (defaults and rlimits), names.go (file names
-// and task validation), preflight.go (New's checks), bwrap.go (the
+// and task validation), preflight.go (New's checks), userns.go (what New
+// says when namespaces are refused), bwrap.go (the
 // bubblewrap and asy command lines), workdir.go (the private work
 // directory), process.go (starting and killing the process tree), run.go
 // (a run's lifecycle: wall clock, input, outcome), output.go (forwarding
