@@ -205,20 +205,25 @@ cold_start() {
   say "image size: $((size / 1000000)) MB; cold start (docker run to /readyz, ms): ${times[*]}"
 }
 
+# test_compose: docs/deploy.md's compose commands (with Debian's
+# docker-compose for `docker compose`), then renders through nginx.
 test_compose() {
-  local port
+  local port block
   port=$(free_port)
+  block=$(deploy_block compose)
+  [[ $block == *"docker compose up -d"* ]] || fail "docs/deploy.md's compose block has no docker compose up -d"
+  block=${block//docker compose/compose -f compose.yaml}
   say "compose.yaml: redis, 2 schedulers, 2 backends, 2 queue servers, nginx on port $port"
-  USHER_IMAGE=$image REDIS_IMAGE=$standin_tools NGINX_IMAGE=$standin_tools USHER_PORT=$port \
-    USHER_ADMIN_TOKEN="imagetest-$(date +%s%N)" compose -f compose.yaml up -d >"$run/compose.log" 2>&1 ||
-    { cat "$run/compose.log" >&2; fail "docker-compose up"; }
-  for _ in $(seq 600); do
+  (export USHER_IMAGE=$image REDIS_IMAGE=$standin_tools NGINX_IMAGE=$standin_tools USHER_PORT=$port
+    eval "$block") >"$run/compose.log" 2>&1 || { cat "$run/compose.log" >&2; fail "docker-compose up"; }
+  local i
+  for i in $(seq 600); do
     curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
     sleep 0.1
   done
-  # Each queue server renders, through nginx's round robin.
-  render "http://127.0.0.1:$port" svg "$figure2d" "$svg_magic" ||
-    { compose -f compose.yaml logs --tail 30 >&2; exit 1; }
+  ((i < 600)) || { compose -f compose.yaml logs --tail 30 >&2; fail "nginx and the queue servers not ready within 60 s"; }
+  # nginx takes turns between the queue servers: both render.
+  render "http://127.0.0.1:$port" svg "$figure2d" "$svg_magic"
   render "http://127.0.0.1:$port" png "$figure3d" "$png_magic"
   render "http://127.0.0.1:$port" svg "$figure2d // again" "$svg_magic"
   compose -f compose.yaml down --volumes --timeout 10 >/dev/null 2>&1
