@@ -1,6 +1,7 @@
 // Package sqlitedb opens usher's SQLite file: the embedded default's durable
 // state. It sets the pragmas every user of the file relies on and applies
-// each package's schema migrations in order.
+// each package's schema migrations in order. Backup copies it while it is
+// in use; Verify checks a copy.
 //
 // The driver is modernc.org/sqlite, a translation of SQLite to Go: no cgo,
 // so the one binary builds and cross-compiles with the plain Go toolchain.
