@@ -60,7 +60,7 @@ image:
 # Docker engine with base images made from Debian's packages, runs it as
 # docs/deploy.md says (docker run, compose, systemd) and prints its size
 # and cold start. .ci/run runs it after make test.
-imagetest:
+imagetest: build
 	@bash scripts/imagetest.sh
 
 # Benchmarks: figures go into docs/benchmarks.md with this command.

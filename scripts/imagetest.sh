@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/apt-missing.sh
-apt_install_missing imagetest docker.io docker-compose debootstrap curl iproute2
+apt_install_missing imagetest docker.io debootstrap curl iproute2
 
 state=${USHER_IMAGETEST_STATE:-/var/tmp/usher-imagetest}
 run=$(mktemp -d /tmp/usher-imagetest.XXXXXX)
@@ -30,7 +30,12 @@ mkdir -p "$state"
 export DOCKER_HOST="unix://$run/docker.sock"
 # Debian's client, not another one the machine may have on its PATH.
 docker() { /usr/bin/docker "$@"; }
-compose() { /usr/bin/docker-compose --project-name usherimagetest "$@"; }
+# Docker Compose v2, the `docker compose` plugin the docs use, built from
+# the Go module proxy (Debian bookworm packages only Compose v1, which
+# cannot pass systempaths=unconfined), kept in $state.
+compose_version=v2.29.7
+export DOCKER_CONFIG=$state/docker-config COMPOSE_PROJECT_NAME=usherimagetest
+compose() { docker compose "$@"; }
 image=usher:imagetest
 standin_debian=usher-standin/debian:bookworm
 standin_go=usher-standin/golang:$(go env GOVERSION 2>/dev/null || /usr/local/go/bin/go env GOVERSION)
@@ -40,6 +45,7 @@ fail() { echo "imagetest: FAIL: $*" >&2; exit 1; }
 
 cleanup() {
   set +e
+  [[ -n ${compose_pid:-} ]] && kill "$compose_pid" 2>/dev/null
   if [[ -S $run/docker.sock ]]; then
     compose -f compose.yaml down --volumes --timeout 5 >/dev/null 2>&1
     docker ps -aq | xargs -r docker rm -f >/dev/null 2>&1
@@ -48,6 +54,8 @@ cleanup() {
   [[ -f $run/dockerd.pid ]] && kill "$(cat "$run/dockerd.pid")" 2>/dev/null
   for _ in $(seq 100); do [[ -e $run/dockerd.pid ]] || break; sleep 0.1; done
   ip link del "$bridge" 2>/dev/null
+  # dockerd may leave its network namespace mounted under its exec root.
+  grep -o " $run/[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null
   rm -rf "$run"
 }
 trap cleanup EXIT
@@ -108,6 +116,17 @@ make_standins() {
     docker build -q --network host -t "$standin_tools" "$ctx" >/dev/null
     rm -rf "$ctx"
   fi
+}
+
+# build_compose: the docker compose plugin, when $state lacks it.
+build_compose() {
+  local plugin=$DOCKER_CONFIG/cli-plugins/docker-compose
+  [[ -x $plugin && $(cat "$plugin.version" 2>/dev/null) == "$compose_version" ]] && return 0
+  mkdir -p "$DOCKER_CONFIG/cli-plugins" "$run/gobin"
+  GOBIN=$run/gobin GOFLAGS=-buildvcs=false go install "github.com/docker/compose/v2/cmd@$compose_version" >"$run/compose-build.log" 2>&1 ||
+    { tail -20 "$run/compose-build.log" >&2; return 1; }
+  mv "$run/gobin/cmd" "$plugin"
+  echo "$compose_version" >"$plugin.version"
 }
 
 # wait_ready URL CONTAINER: polls URL for 60 s, failing early when the
@@ -183,13 +202,36 @@ test_run() {
   wait_ready "http://127.0.0.1:$port/readyz" usher
   [[ $(docker exec usher cat /var/lib/usher/usher-admin.token) == "$token" ]] || fail "the admin token changed over a restart"
   curl -fs -H "Authorization: Bearer $token" "http://127.0.0.1:$port/v1/queues" >/dev/null || fail "/v1 refuses the first start's admin token"
+  test_backup "http://127.0.0.1:$port" "$token"
   docker rm -f usher >/dev/null
   docker volume rm usher-data >/dev/null
 }
 
-# cold_start N: the image's size and N cold starts (docker run to /readyz).
+# test_backup URL TOKEN: docs/deploy.md's backup, a change, then its
+# restore, which must bring back the state of the backup.
+test_backup() {
+  local url=$1 token=$2 dir backup restore
+  dir=$(mktemp -d "$run/backup.XXXXXX")
+  backup=$(deploy_block backup)
+  restore=$(deploy_block restore)
+  [[ -n $backup && -n $restore ]] || fail "docs/deploy.md lacks the backup or restore block"
+  queue() { curl -fs -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "$@"; }
+  [[ $(queue -X POST -H 'Content-Type: application/json' -d '{"name":"kept"}' "$url/v1/queues") == 201 ]] ||
+    fail "could not create a queue"
+  (cd "$dir" && eval "$backup") >/dev/null || fail "docs/deploy.md's backup block"
+  [[ -s $dir/usher-backup.db ]] || fail "the backup block left no usher-backup.db"
+  [[ $(queue -X DELETE "$url/v1/queues/kept") == 204 ]] || fail "could not delete the queue"
+  (cd "$dir" && eval "${restore//usher:latest/$image}") >/dev/null || fail "docs/deploy.md's restore block"
+  wait_ready "$url/readyz" usher
+  [[ $(queue "$url/v1/queues/kept") == 200 ]] || fail "the restored data file lacks the queue made before the backup"
+  say "backup and restore as docs/deploy.md says: the queue made before the backup is back"
+}
+
+# cold_start N: the image's size, and N cold starts of the container
+# (docker run to /readyz) alternating with N of bin/usher serve on the
+# host (start to /readyz), the same binary's work without the container.
 cold_start() {
-  local size i t0 t1 port times=()
+  local size i t0 port container=() host=() pid
   size=$(docker image inspect -f '{{.Size}}' "$image")
   for i in $(seq "$1"); do
     port=$(free_port)
@@ -198,21 +240,30 @@ cold_start() {
       --security-opt no-new-privileges --security-opt seccomp=deploy/seccomp-usher.json \
       --security-opt systempaths=unconfined "$image" >/dev/null
     wait_ready "http://127.0.0.1:$port/readyz" "cold$i"
-    t1=$(date +%s%N)
-    times+=("$(((t1 - t0) / 1000000))")
+    container+=("$((($(date +%s%N) - t0) / 1000000))")
     docker rm -f "cold$i" >/dev/null
+    port=$(free_port)
+    t0=$(date +%s%N)
+    bin/usher serve --listen "127.0.0.1:$port" --data "$run/host$i.db" --log-level warn >"$run/host.log" 2>&1 &
+    pid=$!
+    until curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
+      kill -0 "$pid" 2>/dev/null || { cat "$run/host.log" >&2; fail "bin/usher serve stopped"; }
+      sleep 0.05
+    done
+    host+=("$((($(date +%s%N) - t0) / 1000000))")
+    kill "$pid" && wait "$pid" || true
   done
-  say "image size: $((size / 1000000)) MB; cold start (docker run to /readyz, ms): ${times[*]}"
+  say "image size: $((size / 1000000)) MB"
+  say "cold start, ms: container ${container[*]}; bin/usher on the host ${host[*]} (load $(cut -d' ' -f1-3 /proc/loadavg))"
 }
 
-# test_compose: docs/deploy.md's compose commands (with Debian's
-# docker-compose for `docker compose`), then renders through nginx.
+# test_compose: docs/deploy.md's compose commands, then renders through
+# nginx.
 test_compose() {
   local port block
   port=$(free_port)
   block=$(deploy_block compose)
   [[ $block == *"docker compose up -d"* ]] || fail "docs/deploy.md's compose block has no docker compose up -d"
-  block=${block//docker compose/compose -f compose.yaml}
   say "compose.yaml: redis, 2 schedulers, 2 backends, 2 queue servers, nginx on port $port"
   (export USHER_IMAGE=$image REDIS_IMAGE=$standin_tools NGINX_IMAGE=$standin_tools USHER_PORT=$port
     eval "$block") >"$run/compose.log" 2>&1 || { cat "$run/compose.log" >&2; fail "docker-compose up"; }
@@ -229,6 +280,9 @@ test_compose() {
   compose -f compose.yaml down --volumes --timeout 10 >/dev/null 2>&1
 }
 
+export PATH=$PATH:/usr/local/go/bin
+build_compose &
+compose_pid=$!
 start_dockerd
 make_standins
 say "make image"
@@ -238,6 +292,8 @@ make --no-print-directory image IMAGE="$image" GO_IMAGE="$standin_go" DEBIAN_IMA
 test_refused
 test_run
 cold_start "${COLD_STARTS:-3}"
+wait "$compose_pid" || fail "go install github.com/docker/compose/v2/cmd@$compose_version"
+compose_pid=
 test_compose
 if [[ -f scripts/imagetest-systemd.sh ]]; then
   IMAGE=$image STANDIN_DEBIAN=$standin_debian bash scripts/imagetest-systemd.sh
