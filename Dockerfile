@@ -12,7 +12,12 @@ FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
-COPY . .
+# Only the Go packages of the binary, so that a change elsewhere (docs,
+# the web app's sources, compose.yaml) keeps the build cached.
+COPY cmd ./cmd
+COPY client ./client
+COPY jobtype ./jobtype
+COPY internal ./internal
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags "-s -w -X main.version=${VERSION}" -o /out/usher ./cmd/usher
