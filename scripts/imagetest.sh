@@ -267,12 +267,16 @@ test_compose() {
   say "compose.yaml: redis, 2 schedulers, 2 backends, 2 queue servers, nginx on port $port"
   (export USHER_IMAGE=$image REDIS_IMAGE=$standin_tools NGINX_IMAGE=$standin_tools USHER_PORT=$port
     eval "$block") >"$run/compose.log" 2>&1 || { cat "$run/compose.log" >&2; fail "docker-compose up"; }
-  local i
-  for i in $(seq 600); do
-    curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-    sleep 0.1
+  # Ready when a figure renders: the backends render their test figures
+  # first, and until one has registered the queue servers answer 503.
+  local i code
+  for i in $(seq 240); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: text/plain' --data-binary "$figure2d" \
+      "http://127.0.0.1:$port/api/render?format=svg")
+    [[ $code == 200 ]] && break
+    sleep 0.5
   done
-  ((i < 600)) || { compose -f compose.yaml logs --tail 30 >&2; fail "nginx and the queue servers not ready within 60 s"; }
+  [[ $code == 200 ]] || { compose -f compose.yaml logs --tail 30 >&2; fail "no figure rendered through nginx within 120 s (last answer $code)"; }
   # nginx takes turns between the queue servers: both render.
   render "http://127.0.0.1:$port" svg "$figure2d" "$svg_magic"
   render "http://127.0.0.1:$port" png "$figure3d" "$png_magic"
