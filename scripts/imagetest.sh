@@ -59,6 +59,7 @@ cleanup() {
   rm -rf "$run"
 }
 trap cleanup EXIT
+trap 'echo "imagetest: FAIL: line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # The engine's default bridge is one of this run's own, so that another
 # engine on the machine (docker0) is never shared.
@@ -146,7 +147,7 @@ wait_ready() {
 # checks the answer is a FORMAT image starting with MAGIC (hex).
 render() {
   local out="$run/render.$2" code
-  code=$(curl -s -o "$out" -w '%{http_code}' -H 'Content-Type: text/plain' --data-binary "$3" "$1/api/render?format=$2")
+  code=$(curl -s -o "$out" -w '%{http_code}' -H 'Content-Type: text/plain' --data-binary "$3" "$1/api/render?format=$2" || true)
   [[ $code == 200 ]] || fail "render $2 at $1: HTTP $code: $(head -c 500 "$out")"
   [[ $(head -c $((${#4} / 2)) "$out" | od -An -tx1 | tr -d ' \n') == "$4" ]] ||
     fail "render $2 at $1: not a $2 image: $(head -c 100 "$out" | od -c | head -3)"
@@ -272,7 +273,7 @@ test_compose() {
   local i code
   for i in $(seq 240); do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: text/plain' --data-binary "$figure2d" \
-      "http://127.0.0.1:$port/api/render?format=svg")
+      "http://127.0.0.1:$port/api/render?format=svg" || true)
     [[ $code == 200 ]] && break
     sleep 0.5
   done
