@@ -19,7 +19,7 @@
 # dockerd's state in $USHER_IMAGETEST_STATE between runs.
 #
 # COLD_STARTS=N measures the cold start N times (default 3).
-set -euo pipefail
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 source scripts/apt-missing.sh
 apt_install_missing imagetest docker.io debootstrap curl iproute2
