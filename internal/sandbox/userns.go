@@ -40,7 +40,7 @@ const (
 		`(compose: security_opt: ["seccomp=deploy/seccomp-usher.json"])`
 	adviceContainerProc = `The container runtime masks parts of /proc, so bubblewrap cannot mount its own: ` +
 		`start the container with --security-opt systempaths=unconfined ` +
-		`(compose: security_opt: ["systempaths=unconfined"])`
+		`(Compose v2: security_opt: ["systempaths=unconfined"])`
 	adviceContainerAppArmor = `, and, AppArmor being on, --security-opt apparmor=unconfined`
 	adviceProc              = `Something masks parts of /proc (a container runtime, or a service manager's ` +
 		`ProtectKernelTunables=), so bubblewrap cannot mount its own: run usher where all of /proc is visible`
