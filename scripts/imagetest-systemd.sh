@@ -44,15 +44,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# deploy_block: the shell block after <!-- imagetest: systemd --> in
-# docs/deploy.md, or, until that section is merged there, in
+# deploy_block NAME LANG: the LANG block after <!-- imagetest: NAME --> in
+# docs/deploy.md, or, until the systemd section is merged there, in
 # docs/deploy-systemd.md.part.
 deploy_block() {
   local doc=docs/deploy.md
-  grep -qx '<!-- imagetest: systemd -->' "$doc" 2>/dev/null || doc=docs/deploy-systemd.md.part
-  awk -v mark="<!-- imagetest: systemd -->" '
+  grep -qx "<!-- imagetest: $1 -->" "$doc" 2>/dev/null || doc=docs/deploy-systemd.md.part
+  awk -v mark="<!-- imagetest: $1 -->" -v fence="\`\`\`$2" '
     $0 == mark { found = 1; next }
-    found && /^```sh$/ { inside = 1; next }
+    found && $0 == fence { inside = 1; next }
     inside && /^```$/ { exit }
     inside { print }' "$doc"
 }
@@ -191,10 +191,15 @@ check_stop() {
   say "systemctl stop: result $result"
 }
 
+# The unit the docs print is deploy/usher.service.
+diff -u <(deploy_block "systemd unit" ini) deploy/usher.service >"$run/unit.diff" ||
+  { cat "$run/unit.diff" >&2; fail "the unit printed in the docs is not deploy/usher.service"; }
+block=$(deploy_block systemd sh)
+[[ -n $block ]] || fail "no <!-- imagetest: systemd --> shell block in the docs"
 build_image
 start_systemd
-say "docs' install block in the container ($(deploy_block | wc -l) commands)"
-ctr bash -euo pipefail -c "$(deploy_block)" >"$run/install.log" 2>&1 ||
+say "docs' install block in the container ($(wc -l <<<"$block") commands)"
+ctr bash -euo pipefail -c "$block" >"$run/install.log" 2>&1 ||
   { cat "$run/install.log" >&2; fail "the install block of the docs"; }
 [[ $(ctr systemctl is-enabled usher) == enabled ]] || fail "usher.service is not enabled"
 wait_ready
