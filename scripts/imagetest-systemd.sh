@@ -18,7 +18,8 @@
 #
 # Needs IMAGE (the usher image) and DOCKER_HOST (the engine of
 # scripts/imagetest.sh, which has no NAT: the build uses the host's
-# network, the container needs none).
+# network, the container needs none). The test image starts from IMAGE,
+# so STANDIN_DEBIAN, which scripts/imagetest.sh passes too, goes unused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${IMAGE:?IMAGE is the usher image to test}"
