@@ -29,12 +29,12 @@ const (
 		`(kernel.apparmor_restrict_unprivileged_userns is 1, as on Ubuntu 23.10 and later): ` +
 		`give /usr/bin/bwrap an AppArmor profile that allows "userns," or lift the restriction with ` +
 		`"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"`
-	adviceSystemdNamespaces = `usher runs as a systemd service whose unit forbids namespaces: ` +
-		`remove RestrictNamespaces=, PrivateUsers= and any SystemCallFilter= that leaves out unshare, clone or mount ` +
-		`from the unit (deploy/usher.service is one that works)`
-	adviceSystemdProc = `usher runs as a systemd service whose unit masks parts of /proc, so bubblewrap cannot mount its own: ` +
-		`remove ProtectKernelTunables=, ProtectKernelLogs=, ProtectProc= and ProcSubset= from the unit ` +
-		`(deploy/usher.service is one that works)`
+	adviceSystemdNamespaces = `usher runs as a systemd service whose unit forbids namespaces or the sandbox's hostname: ` +
+		`remove RestrictNamespaces=, ProtectHostname= and any SystemCallFilter= that leaves out unshare, clone, mount ` +
+		`or sethostname from the unit (deploy/usher.service is one that works)`
+	adviceSystemdProc = `usher runs as a systemd service whose unit hides or write-protects parts of /proc that bubblewrap needs: ` +
+		`remove ProtectKernelTunables= and ProcSubset= from the unit, and ProtectKernelLogs= and ProtectProc= ` +
+		`if bubblewrap still cannot mount its /proc (deploy/usher.service is one that works)`
 	adviceContainerSeccomp = `The container's seccomp profile (Docker's default one) forbids creating namespaces: ` +
 		`start the container with usher's profile, --security-opt seccomp=deploy/seccomp-usher.json ` +
 		`(compose: security_opt: ["seccomp=deploy/seccomp-usher.json"])`
@@ -104,8 +104,10 @@ func namespaceAdvice(out string, h hostFacts) string {
 	// Docker mounts parts of /proc read-only over themselves (/proc/sys
 	// among them) and masks others: bubblewrap cannot mount its own
 	// /proc, or fails on writing /proc/sys first.
+	// systemd's ProcSubset=pid hides /proc/sys, which bubblewrap reads.
 	proc := strings.Contains(out, "Can't mount proc") ||
-		strings.Contains(out, "/proc/") && strings.Contains(out, "Read-only file system")
+		strings.Contains(out, "/proc/") && strings.Contains(out, "Read-only file system") ||
+		strings.Contains(out, "/proc/sys/") && strings.Contains(out, "No such file or directory")
 	cloneRefused := strings.Contains(out, "No permissions to create")
 	switch {
 	case strings.Contains(out, "ENOSPC") || strings.Contains(out, "No space left on device") ||

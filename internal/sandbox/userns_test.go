@@ -19,6 +19,8 @@ const (
 	outLoopback  = "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted"
 	outMountProc = "bwrap: Can't mount proc on /newroot/proc: Operation not permitted"
 	outProcSysRO = "bwrap: cannot open /proc/sys/user/max_user_namespaces: Read-only file system"
+	outHostname  = "bwrap: Can't set hostname to sandbox: Operation not permitted"
+	outProcNoSys = "bwrap: Can't read /proc/sys/kernel/overflowuid: No such file or directory"
 	outOther     = "bwrap: Can't find source path /var/nowhere: No such file or directory"
 )
 
@@ -76,6 +78,10 @@ func TestNamespaceAdvice(t *testing.T) {
 			with(func(h *hostFacts) { h.systemd = true }), adviceSystemdNamespaces, "SystemCallFilter="},
 		{"systemd unit masking /proc", outMountProc, with(func(h *hostFacts) { h.systemd = true }),
 			adviceSystemdProc, "ProtectKernelTunables="},
+		{"systemd unit forbidding sethostname", outHostname, with(func(h *hostFacts) { h.systemd = true }),
+			adviceSystemdNamespaces, "ProtectHostname="},
+		{"systemd unit hiding /proc/sys", outProcNoSys, with(func(h *hostFacts) { h.systemd = true }),
+			adviceSystemdProc, "ProcSubset="},
 		{"masked /proc elsewhere", outMountProc, allowed, adviceProc, "masks parts of /proc"},
 		{"refused for no visible reason", outNoPermissions, allowed,
 			adviceGeneric, "kernel.apparmor_restrict_unprivileged_userns"},
