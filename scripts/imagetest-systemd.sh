@@ -46,11 +46,9 @@ cleanup() {
 trap cleanup EXIT
 
 # deploy_block NAME LANG: the LANG block after <!-- imagetest: NAME --> in
-# docs/deploy.md, or, until the systemd section is merged there, in
-# docs/deploy-systemd.md.part.
+# docs/deploy.md.
 deploy_block() {
   local doc=docs/deploy.md
-  grep -qx "<!-- imagetest: $1 -->" "$doc" 2>/dev/null || doc=docs/deploy-systemd.md.part
   awk -v mark="<!-- imagetest: $1 -->" -v fence="\`\`\`$2" '
     $0 == mark { found = 1; next }
     found && $0 == fence { inside = 1; next }
