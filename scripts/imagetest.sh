@@ -59,6 +59,7 @@ cleanup() {
   rm -rf "$run"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 trap 'echo "imagetest: FAIL: line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # The engine's default bridge is one of this run's own, so that another
@@ -288,6 +289,11 @@ test_compose() {
 export PATH=$PATH:/usr/local/go/bin
 build_compose &
 compose_pid=$!
+# compose.yaml's network must be free on this machine (a stale bridge of
+# a killed engine would take its packets).
+if [[ -n $(ip route show 10.89.89.0/24) ]]; then
+  fail "compose.yaml's network 10.89.89.0/24 is taken on this machine: $(ip route show 10.89.89.0/24)"
+fi
 start_dockerd
 make_standins
 say "make image"
