@@ -183,16 +183,28 @@ test_refused() {
   say "refused with: ${last:0:200}..."
 }
 
-# test_run: docs/deploy.md's docker run, on a free port.
-test_run() {
-  local port block
-  port=$(free_port)
+# run_documented PORT: docs/deploy.md's docker run (the container usher
+# on the volume usher-data), published on PORT of the loopback address.
+run_documented() {
+  local block
   block=$(deploy_block run)
   [[ $block == *"-p 8080:8080"* ]] || fail "docs/deploy.md's run block has no -p 8080:8080 to replace"
-  block=${block//-p 8080:8080/-p 127.0.0.1:$port:8080}
-  block=${block//usher:latest/$image}
+  block=${block//-p 8080:8080/-p 127.0.0.1:$1:8080}
+  (eval "${block//usher:latest/$image}") >/dev/null
+}
+
+# remove_documented: the container and volume of run_documented.
+remove_documented() {
+  docker rm -f usher >/dev/null
+  docker volume rm usher-data >/dev/null
+}
+
+# test_run: docs/deploy.md's docker run, on a free port.
+test_run() {
+  local port
+  port=$(free_port)
   say "docker run as docs/deploy.md says, on port $port"
-  (eval "$block") >/dev/null
+  run_documented "$port"
   wait_ready "http://127.0.0.1:$port/readyz" usher
   render "http://127.0.0.1:$port" svg "$figure2d" "$svg_magic"
   render "http://127.0.0.1:$port" png "$figure3d" "$png_magic"
@@ -205,8 +217,7 @@ test_run() {
   [[ $(docker exec usher cat /var/lib/usher/usher-admin.token) == "$token" ]] || fail "the admin token changed over a restart"
   curl -fs -H "Authorization: Bearer $token" "http://127.0.0.1:$port/v1/queues" >/dev/null || fail "/v1 refuses the first start's admin token"
   test_backup "http://127.0.0.1:$port" "$token"
-  docker rm -f usher >/dev/null
-  docker volume rm usher-data >/dev/null
+  remove_documented
 }
 
 # test_backup URL TOKEN: docs/deploy.md's backup, a change, then its
@@ -230,7 +241,8 @@ test_backup() {
 }
 
 # cold_start N: the image's size, and N cold starts of the container
-# (docker run to /readyz) alternating with N of bin/usher serve on the
+# (docs/deploy.md's docker run, from its volume's creation to /readyz)
+# alternating with N of bin/usher serve on the
 # host (start to /readyz), the same binary's work without the container.
 cold_start() {
   local size i t0 port container=() host=() pid
@@ -238,12 +250,10 @@ cold_start() {
   for i in $(seq "$1"); do
     port=$(free_port)
     t0=$(date +%s%N)
-    docker run -d --name "cold$i" -p "127.0.0.1:$port:8080" --read-only --tmpfs /tmp --cap-drop ALL \
-      --security-opt no-new-privileges --security-opt seccomp=deploy/seccomp-usher.json \
-      --security-opt systempaths=unconfined "$image" >/dev/null
-    wait_ready "http://127.0.0.1:$port/readyz" "cold$i"
+    run_documented "$port"
+    wait_ready "http://127.0.0.1:$port/readyz" usher
     container+=("$((($(date +%s%N) - t0) / 1000000))")
-    docker rm -f "cold$i" >/dev/null
+    remove_documented
     port=$(free_port)
     t0=$(date +%s%N)
     bin/usher serve --listen "127.0.0.1:$port" --data "$run/host$i.db" --log-level warn >"$run/host.log" 2>&1 &
