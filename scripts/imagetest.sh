@@ -210,11 +210,13 @@ test_run() {
   render "http://127.0.0.1:$port" png "$figure3d" "$png_magic"
   # The data volume outlives the container: the admin token written at
   # the first start is the one after a restart.
-  local token
-  token=$(docker exec usher cat /var/lib/usher/usher-admin.token)
+  local token read_token
+  read_token=$(deploy_block token)
+  [[ -n $read_token ]] || fail "docs/deploy.md lacks the token block"
+  token=$(eval "$read_token")
   docker restart usher >/dev/null
   wait_ready "http://127.0.0.1:$port/readyz" usher
-  [[ $(docker exec usher cat /var/lib/usher/usher-admin.token) == "$token" ]] || fail "the admin token changed over a restart"
+  [[ $(eval "$read_token") == "$token" ]] || fail "the admin token changed over a restart"
   curl -fs -H "Authorization: Bearer $token" "http://127.0.0.1:$port/v1/queues" >/dev/null || fail "/v1 refuses the first start's admin token"
   test_backup "http://127.0.0.1:$port" "$token"
   remove_documented
