@@ -22,6 +22,7 @@
 # so STANDIN_DEBIAN, which scripts/imagetest.sh passes too, goes unused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/deploy-blocks.sh
 : "${IMAGE:?IMAGE is the usher image to test}"
 docker() { /usr/bin/docker "$@"; }
 say() { echo "imagetest-systemd: $*"; }
@@ -44,17 +45,6 @@ cleanup() {
   rm -rf "$run"
 }
 trap cleanup EXIT
-
-# deploy_block NAME LANG: the LANG block after <!-- imagetest: NAME --> in
-# docs/deploy.md.
-deploy_block() {
-  local doc=docs/deploy.md
-  awk -v mark="<!-- imagetest: $1 -->" -v fence="\`\`\`$2" '
-    $0 == mark { found = 1; next }
-    found && $0 == fence { inside = 1; next }
-    inside && /^```$/ { exit }
-    inside { print }' "$doc"
-}
 
 # The test image: systemd as PID 1, and a checkout's bin/usher and
 # deploy/usher.service in /root/usher for the docs' block to install.

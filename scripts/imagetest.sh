@@ -22,6 +22,7 @@
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 source scripts/apt-missing.sh
+source scripts/deploy-blocks.sh
 apt_install_missing imagetest docker.io debootstrap curl iproute2
 
 state=${USHER_IMAGETEST_STATE:-/var/tmp/usher-imagetest}
@@ -160,16 +161,6 @@ svg_magic=3c3f786d6c # "<?xml"
 png_magic=89504e470d0a1a0a
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# deploy_block NAME: the shell block of docs/deploy.md that follows the
-# line <!-- imagetest: NAME -->, so that the test runs what the docs say.
-deploy_block() {
-  awk -v mark="<!-- imagetest: $1 -->" '
-    $0 == mark { found = 1; next }
-    found && /^```sh$/ { inside = 1; next }
-    inside && /^```$/ { exit }
-    inside { print }' docs/deploy.md
-}
 
 test_refused() {
   say "under Docker's default seccomp profile the server refuses to start"
