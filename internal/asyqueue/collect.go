@@ -108,6 +108,9 @@ func (c *collector) add(ctx context.Context, h wire.Header) error {
 		if uploads.Hash(data) != hash {
 			return deny("hash mismatch for %q: the bytes' SHA-256 is not %s", name, hash)
 		}
+		if err := sandbox.CheckFileContent(name, data); err != nil {
+			return deny("%s", err.Error())
+		}
 		up.data = data
 		c.srv.uploads.Put(ctx, hash, data)
 	}
@@ -142,13 +145,13 @@ func (c *collector) options(h wire.Header) error {
 // run checks the task at `run`. It returns done=false after sending
 // `missing` for restores the store no longer has; a second miss is denied.
 func (c *collector) run(ctx context.Context) (done bool, err error) {
-	mains := 0
+	var mains []string
 	for _, f := range c.files {
 		if f.main {
-			mains++
+			mains = append(mains, f.name)
 		}
 	}
-	if err := checkMains(len(c.files), mains); err != nil {
+	if err := checkMains(len(c.files), mains, c.opts.Interactive); err != nil {
 		return false, err
 	}
 	missing := c.restore(ctx)
@@ -206,14 +209,21 @@ func (c *collector) task() sandbox.Task {
 
 // The denial texts a WebSocket session and an HTTP render share.
 
-func checkMains(files, mains int) error {
+// checkMains wants one main file, Asymptote source; an interactive task
+// (a shell) needs no file at all, and a main flag on one is ignored.
+func checkMains(files int, mains []string, interactive bool) error {
 	switch {
+	case len(mains) > 1:
+		return deny("two main files: mark exactly one file with \"main\": true")
+	case interactive:
+		return nil
 	case files == 0:
 		return deny("\"run\" with no files")
-	case mains == 0:
+	case len(mains) == 0:
 		return deny("no main file: mark one file with \"main\": true")
-	case mains > 1:
-		return deny("two main files: mark exactly one file with \"main\": true")
+	}
+	if err := sandbox.CheckMainName(mains[0]); err != nil {
+		return deny("%s", err.Error())
 	}
 	return nil
 }

@@ -220,9 +220,9 @@ func (s *Server) checkFiles(files []sandbox.File) error {
 	}
 	seen := make(map[string]bool, len(files))
 	var total int64
-	mains := 0
+	var mains []string
 	for _, f := range files {
-		if err := sandbox.CheckFileName(f.Name); err != nil {
+		if err := sandbox.CheckFile(f.Name, f.Data); err != nil {
 			return deny("%s", err.Error())
 		}
 		if seen[f.Name] {
@@ -231,13 +231,13 @@ func (s *Server) checkFiles(files []sandbox.File) error {
 		seen[f.Name] = true
 		total += int64(len(f.Data))
 		if f.Main {
-			mains++
+			mains = append(mains, f.Name)
 		}
 	}
 	if total > s.cfg.MaxUpload {
 		return s.tooLarge()
 	}
-	return checkMains(len(files), mains)
+	return checkMains(len(files), mains, false)
 }
 
 // collected is the peer of an HTTP render: it keeps what the session

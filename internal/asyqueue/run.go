@@ -104,7 +104,9 @@ func (r *run) start(ctx context.Context, st Start) error {
 		return fmt.Errorf(backendFaultPrefix+"%s is gone", st.BackendID)
 	}
 	task := r.task
-	task.Timeout = st.Timeout
+	if !task.Interactive { // an interactive task keeps the client's timeout (0: the backend's maximum)
+		task.Timeout = st.Timeout
+	}
 	r.relay = newRelay(ctx, r.out, r.srv.cacheable(task))
 	exec, err := st.Backend.Start(r.runCtx, task, r.relay)
 	if errors.Is(err, backend.ErrGone) {

@@ -213,6 +213,12 @@ func badCases() []badCase {
 		}, err: "upload too large: the limit is 65536 bytes"},
 		{name: "run without files", send: func(c *client) { c.send(VerbRun, nil) }, err: ErrNoMain},
 		{name: "run without a main file", send: func(c *client) { c.add("a.asy", false, figure); c.send(VerbRun, nil) }, err: ErrNoMain},
+		{name: "main file not .asy", send: func(c *client) { c.add("a.csv", true, "1,2\n"); c.send(VerbRun, nil) },
+			err: `the main file must be Asymptote source ending in ".asy": "a.csv"`},
+		{name: "png that is text", send: func(c *client) { c.add("photo.png", false, figure) },
+			err: `file "photo.png" is not a PNG image: its content does not start with that format's signature`},
+		{name: "csv that is not UTF-8", send: func(c *client) { c.add("d.csv", false, "1,\xff\n") },
+			err: `file "d.csv" is not text: it is not valid UTF-8`},
 		{name: "run with two main files", send: func(c *client) { c.add("a.asy", true, figure); c.add("b.asy", true, figure); c.send(VerbRun, nil) },
 			err: `two main files: "a.asy" and "b.asy"`},
 		{name: "run with a body", send: func(c *client) {
@@ -242,7 +248,7 @@ func badCases() []badCase {
 		{name: "input with a text payload", send: addRun("\n", interactive, func(c *client) { c.send(VerbInput, nil); c.send(VerbRun, nil) }),
 			err: `missing payload of "input": a binary message must follow it`, started: true},
 	}
-	for _, name := range []string{"a.txt", "a", "dir/a.asy", `dir\a.asy`, "../a.asy", "a..asy", "a\x00.asy", "a\n.asy", "a\x7f.asy",
+	for _, name := range []string{"a.sh", "a.PNG", "out.png", "../x.csv", "a", "dir/a.asy", `dir\a.asy`, "../a.asy", "a..asy", "a\x00.asy", "a\n.asy", "a\x7f.asy",
 		strings.Repeat("x", 252) + ".asy"} {
 		cases = append(cases, badCase{name: "file name " + name[:min(len(name), 12)], send: func(c *client) { c.add(name, true, figure) },
 			err: sandbox.CheckFileName(name).Error()})
@@ -396,6 +402,33 @@ func TestInteractive(t *testing.T) {
 		return answer3.MatchString(seen.String())
 	})
 	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	tb.rec.ended(t, 10*time.Second)
+}
+
+// A bare shell: an interactive task with no file at all runs, answers its
+// input, and its timeout option bounds it.
+func TestInteractiveBareShell(t *testing.T) {
+	tb := newTestBackend(t)
+	c := tb.dial(t)
+	c.send(VerbOptions, map[string]any{"interactive": true, "timeout": 4000})
+	c.send(VerbRun, nil)
+	c.sendPayload(VerbInput, nil, []byte("write(1+2);\n"))
+	var seen strings.Builder
+	c.until(func(m message) bool {
+		if m.verb == VerbComplete {
+			t.Fatalf("complete before the answer: %s (output %q)", m.body, seen.String())
+		}
+		seen.Write(m.payload)
+		return answer3.MatchString(seen.String())
+	})
+	c.sendPayload(VerbInput, nil, []byte("while(true) {}\n"))
+	msgs, _ := c.transcript()
+	if done := last(t, msgs); done.Success || done.Error != "Execution aborted due to the time limit (4000ms)" {
+		t.Fatalf("complete %+v, want the time limit of the timeout option", done)
+	}
+	if task := tb.rec.start(t); len(task.Files) != 0 || !task.Interactive {
+		t.Fatalf("task %+v, want an interactive task without files", task)
+	}
 	tb.rec.ended(t, 10*time.Second)
 }
 

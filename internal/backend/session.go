@@ -169,6 +169,9 @@ func (s *session) add(h wire.Header) error {
 	if err != nil {
 		return err
 	}
+	if err := sandbox.CheckFileContent(name, data); err != nil {
+		return refuse("%s", err.Error())
+	}
 	s.upload += int64(len(data))
 	s.names[name] = true
 	s.files = append(s.files, sandbox.File{Name: name, Data: data, Main: body.Main != nil && *body.Main})
@@ -231,7 +234,8 @@ func (s *session) run(h wire.Header) error {
 	return s.start(s.task())
 }
 
-// checkMain requires exactly one main file.
+// checkMain requires exactly one main file, Asymptote source; an
+// interactive task (a shell) needs none.
 func (s *session) checkMain() error {
 	main := ""
 	for _, f := range s.files {
@@ -243,8 +247,13 @@ func (s *session) checkMain() error {
 		}
 		main = f.Name
 	}
-	if main == "" {
+	switch {
+	case main == "" && !s.opts.Interactive:
 		return refuse(ErrNoMain)
+	case main != "" && !s.opts.Interactive:
+		if err := sandbox.CheckMainName(main); err != nil {
+			return refuse("%s", err.Error())
+		}
 	}
 	return nil
 }

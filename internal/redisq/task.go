@@ -35,7 +35,8 @@ const (
 
 // TaskOptions is what the task hash says about a task besides its files.
 type TaskOptions struct {
-	// Duration is the chosen tier's duration; 0 for a default task.
+	// Duration is the chosen tier's duration; 0 for a default task. For an
+	// interactive task it is the client's timeout, which bounds its run.
 	Duration time.Duration
 	// Timeout is the limit of the tier the scheduler gave the task (the
 	// task hash's "timeout"), 0 until it left the queue. A default task
@@ -114,8 +115,8 @@ func (o TaskOptions) Task(files map[string]string) sandbox.Task {
 	if o.Timeout > 0 {
 		t.Timeout = o.Timeout
 	}
-	if o.Interactive {
-		t.Timeout = 0
+	if o.Interactive { // no tier: the client's timeout, 0 for the backend's maximum
+		t.Timeout = o.Duration
 	}
 	for name, data := range files {
 		t.Files = append(t.Files, sandbox.File{Name: name, Data: []byte(data), Main: name == o.Main})

@@ -259,6 +259,9 @@ func readFile(p *multipart.Part, room int64) (sandbox.File, *apiError) {
 	if int64(len(data)) > room {
 		return sandbox.File{}, &apiError{status: http.StatusRequestEntityTooLarge, text: "upload too large: the files exceed the queue's upload limit"}
 	}
+	if err := sandbox.CheckFileContent(name, data); err != nil {
+		return sandbox.File{}, badRequest("%v", err)
+	}
 	return sandbox.File{Name: name, Main: p.FormName() == "main", Data: data}, nil
 }
 

@@ -14,7 +14,8 @@ const (
 	// sandboxDir is where the work directory appears inside the sandbox.
 	sandboxDir = "/task"
 	// homeName is HOME (and ASYMPTOTE_HOME's parent) inside the work
-	// directory; it cannot clash with a task's files, which end in ".asy".
+	// directory; it cannot clash with a task's files, whose names end in one of
+	// Extensions.
 	homeName = ".home"
 	// outputName is asy's output prefix, relative to the work directory
 	// (asy's working directory): asy writes out.svg, out.pdf or out.png

@@ -21,7 +21,10 @@ import (
 // when one of its files names such a module, or could run code it builds
 // at run time (eval, execute), or is interactive (its code is not known
 // in advance). Comments and strings are not told apart: a mention there
-// only costs the display's start.
+// only costs the display's start. Text data files (.csv, .txt, .tex…) are
+// scanned too, since a figure can eval what it reads from them; images and
+// PDFs (BinaryExtensions) are not code, and random bytes in them could
+// spell a module's name.
 
 // moduleName matches what import, access, include, unravel and from name
 // in asy's own modules (a bare name or a quoted path).
@@ -39,7 +42,7 @@ func (d rule3D) needsDisplay(t Task) bool {
 		return true
 	}
 	for _, f := range t.Files {
-		if d.words.Match(f.Data) {
+		if !IsBinary(f.Name) && d.words.Match(f.Data) {
 			return true
 		}
 	}

@@ -14,7 +14,6 @@ const MaxFileNameLen = 255
 // The reasons CheckFileName gives, one text each; the backend sends them to
 // clients as they are.
 var (
-	ErrNameSuffix    = errors.New(`file name does not end in ".asy"`)
 	ErrNameTooLong   = errors.New("file name is longer than 255 bytes")
 	ErrNameSlash     = errors.New(`file name contains "/"`)
 	ErrNameBackslash = errors.New(`file name contains "\"`)
@@ -25,10 +24,11 @@ var (
 )
 
 // CheckFileName reports why name cannot be a task's file name, or nil: it
-// must end in ".asy", be at most 255 bytes, and contain no '/', '\\', "..",
-// NUL or control characters (C0, DEL and C1), and be valid UTF-8. The checks
-// run in that order of the variables above, length first: the first that
-// fails is returned.
+// must be at most 255 bytes, contain no '/', '\\', "..", NUL or control
+// characters (C0, DEL and C1), be valid UTF-8, and end in one of Extensions
+// (ErrNameExtension); a data file may not be named like asy's output
+// (ErrNameReserved). The checks run in that order, length first: the first
+// that fails is returned.
 func CheckFileName(name string) error {
 	switch {
 	case len(name) > MaxFileNameLen:
@@ -45,10 +45,8 @@ func CheckFileName(name string) error {
 		return ErrNameDotDot
 	case !utf8.ValidString(name):
 		return ErrNameUTF8
-	case !strings.HasSuffix(name, ".asy"):
-		return ErrNameSuffix
 	}
-	return nil
+	return checkExtension(name)
 }
 
 // invalid wraps ErrInvalidTask with the reason.
@@ -81,7 +79,8 @@ func (l Limits) validate(t Task) (Task, error) {
 	return t, nil
 }
 
-// checkFiles checks names, duplicates, the file count and the upload size.
+// checkFiles checks names, duplicates, the file count, the upload size
+// and each file's content against its extension.
 func (l Limits) checkFiles(t Task) error {
 	if len(t.Files) > l.Files {
 		return invalid("%d files, more than the limit of %d", len(t.Files), l.Files)
@@ -101,10 +100,16 @@ func (l Limits) checkFiles(t Task) error {
 	if total > l.Upload {
 		return invalid("%d bytes of files, more than the limit of %dB", total, l.Upload)
 	}
+	for _, f := range t.Files {
+		if err := CheckFileContent(f.Name, f.Data); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidTask, err)
+		}
+	}
 	return nil
 }
 
-// checkMain wants exactly one main file, or at most one when interactive.
+// checkMain wants exactly one main file, Asymptote source, or at most one
+// when interactive.
 func checkMain(t Task) error {
 	var mains []string
 	for _, f := range t.Files {
@@ -117,6 +122,10 @@ func checkMain(t Task) error {
 		return invalid("two main files, %q and %q", mains[0], mains[1])
 	case len(mains) == 0 && !t.Interactive:
 		return invalid("no main file")
+	case len(mains) == 1 && !t.Interactive:
+		if err := CheckMainName(mains[0]); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidTask, err)
+		}
 	}
 	return nil
 }

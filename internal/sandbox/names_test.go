@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +29,20 @@ func TestCheckFileName(t *testing.T) {
 		{".asy", nil},
 		{strings.Repeat("a", 251) + ".asy", nil},
 		{strings.Repeat("a", 252) + ".asy", ErrNameTooLong},
-		{"main.txt", ErrNameSuffix},
-		{"main.asy.txt", ErrNameSuffix},
-		{"", ErrNameSuffix},
-		{"main.ASY", ErrNameSuffix},
+		{"main.txt", nil},
+		{"data.csv", nil},
+		{"photo.png", nil},
+		{"main.asy.sh", ErrNameExtension},
+		{"main.svg", ErrNameExtension},
+		{"", ErrNameExtension},
+		{"asy", ErrNameExtension},
+		{"main.ASY", ErrNameExtension},
+		{"photo.PNG", ErrNameExtension},
+		{"out.png", ErrNameReserved},
+		{"out_0.pdf", ErrNameReserved},
+		{"out.csv", ErrNameReserved},
+		{"out.asy", nil},
+		{"outline.csv", nil},
 		{"dir/main.asy", ErrNameSlash},
 		{"/etc/main.asy", ErrNameSlash},
 		{`dir\main.asy`, ErrNameBackslash},
@@ -54,7 +66,7 @@ func TestCheckFileName(t *testing.T) {
 func TestFileNameReasonsAreDistinct(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
-	for _, err := range []error{ErrNameSuffix, ErrNameTooLong, ErrNameSlash, ErrNameBackslash,
+	for _, err := range []error{ErrNameExtension, ErrNameReserved, ErrNameTooLong, ErrNameSlash, ErrNameBackslash,
 		ErrNameDotDot, ErrNameNUL, ErrNameControl, ErrNameUTF8} {
 		if seen[err.Error()] {
 			t.Errorf("text %q used twice", err)
@@ -66,7 +78,7 @@ func TestFileNameReasonsAreDistinct(t *testing.T) {
 // FuzzCheckFileName: an accepted name has every property the runner
 // relies on, and creating it in a directory creates exactly that one entry.
 func FuzzCheckFileName(f *testing.F) {
-	for _, s := range []string{"main.asy", "../x.asy", "a/b.asy", "a\\b.asy", "\x00.asy", ".asy", "ü.asy", "a\x85.asy"} {
+	for _, s := range []string{"main.asy", "../x.csv", "out.png", "a.PNG", "x.tar.gz", "../x.asy", "a/b.asy", "a\\b.asy", "\x00.asy", ".asy", "ü.asy", "a\x85.asy"} {
 		f.Add(s)
 	}
 	dir := f.TempDir()
@@ -74,7 +86,7 @@ func FuzzCheckFileName(f *testing.F) {
 		if CheckFileName(name) != nil {
 			return
 		}
-		if !strings.HasSuffix(name, ".asy") || len(name) > MaxFileNameLen || strings.ContainsAny(name, "/\\\x00") ||
+		if !slices.Contains(Extensions, path.Ext(name)) || len(name) > MaxFileNameLen || strings.ContainsAny(name, "/\\\x00") ||
 			strings.Contains(name, "..") || strings.IndexFunc(name, unicode.IsControl) >= 0 || !utf8.ValidString(name) {
 			t.Fatalf("accepted %q", name)
 		}
@@ -113,7 +125,10 @@ func TestStartRefusesInvalidTasks(t *testing.T) {
 		want string
 	}{
 		{"bad name", Task{Files: []File{file("../x.asy", true)}}, `invalid task: file name contains "/": "../x.asy"`},
-		{"not .asy", Task{Files: []File{file("x.tex", true)}}, `invalid task: file name does not end in ".asy": "x.tex"`},
+		{"extension", Task{Files: []File{file("x.sh", true)}}, `invalid task: file name extension is not allowed: the allowed extensions are .asy .csv .dat .txt .tsv .json .tex .png .jpg .jpeg .eps .pdf: "x.sh"`},
+		{"main not .asy", Task{Files: []File{file("x.tex", true)}}, `invalid task: the main file must be Asymptote source ending in ".asy": "x.tex"`},
+		{"png that is text", Task{Files: []File{file("a.asy", true), file("photo.png", false)}}, `invalid task: file "photo.png" is not a PNG image: its content does not start with that format's signature`},
+		{"csv with NUL", Task{Files: []File{file("a.asy", true), {Name: "d.csv", Data: []byte("1,2\x00")}}}, `invalid task: file "d.csv" is not text: it contains a NUL byte at offset 3`},
 		{"duplicate", Task{Files: []File{file("a.asy", true), file("a.asy", false)}}, `invalid task: file "a.asy" added twice`},
 		{"too many files", Task{Files: []File{file("a.asy", true), file("b.asy", false), file("c.asy", false), file("d.asy", false)}}, "invalid task: 4 files, more than the limit of 3"},
 		{"upload too big", Task{Files: []File{{Name: "a.asy", Data: make([]byte, 101), Main: true}}}, "invalid task: 101 bytes of files, more than the limit of 100B"},

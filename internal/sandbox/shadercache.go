@@ -45,7 +45,7 @@ const (
 	// shaderIndexName is Mesa's index file in its cache directory.
 	shaderIndexName = "index"
 	// taskIndexName is a task's own copy of the index in its work
-	// directory; task files end in ".asy", so it cannot clash.
+	// directory; task files end in one of Extensions, so it cannot clash.
 	taskIndexName = ".mesa-index"
 	// templatePrefix names a Runner's template directory under the work
 	// root.

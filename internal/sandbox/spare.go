@@ -29,7 +29,7 @@ import (
 
 const (
 	// spareSocketName is the socket directory's name in a task's work
-	// directory; task files end in ".asy", so it cannot clash.
+	// directory; task files end in one of Extensions, so it cannot clash.
 	spareSocketName = ".x11"
 	// spareDisplayFD is the fd on which a spare's Xvfb writes its display
 	// number once ready (ExtraFiles[1]; the status fd is 3).

@@ -26,6 +26,10 @@ type info struct {
 	MaxFiles   int      `json:"maxFiles"`
 	MaxUpload  int64    `json:"maxUpload"`
 	MaxShare   int64    `json:"maxShare"`
+	// Extensions lists every file extension a task's file may have;
+	// BinaryExtensions those whose files are not text (carried in base64).
+	Extensions       []string `json:"extensions"`
+	BinaryExtensions []string `json:"binaryExtensions"`
 }
 
 func (s *Service) apiInfo(w http.ResponseWriter, _ *http.Request) {
@@ -35,6 +39,9 @@ func (s *Service) apiInfo(w http.ResponseWriter, _ *http.Request) {
 		MaxFiles:   s.queueCfg.MaxFiles,
 		MaxUpload:  s.queueCfg.MaxUpload,
 		MaxShare:   s.shares.MaxBytes(),
+
+		Extensions:       slices.Clone(sandbox.Extensions),
+		BinaryExtensions: slices.Clone(sandbox.BinaryExtensions),
 	}
 	for _, d := range s.mode.queue().Timeouts() {
 		body.Timeouts = append(body.Timeouts, d.Milliseconds())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,6 +51,30 @@ func TestAPIInfoDescribesTheService(t *testing.T) {
 	if body["maxFiles"] != float64(32) || body["maxUpload"] != float64(64<<10) || body["maxShare"] != float64(256<<10) {
 		t.Fatalf("info caps %v", body)
 	}
+	if fmt.Sprint(body["extensions"]) != "[.asy .csv .dat .txt .tsv .json .tex .png .jpg .jpeg .eps .pdf]" ||
+		fmt.Sprint(body["binaryExtensions"]) != "[.png .jpg .jpeg .pdf]" {
+		t.Fatalf("info extensions %v, binary %v", body["extensions"], body["binaryExtensions"])
+	}
+}
+
+// A binary file is shared in base64 and comes back the same; a text file
+// stays text.
+func TestShareBinaryFile(t *testing.T) {
+	ts := startService(t, 1, nil)
+	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n\x00\x01\xff"))
+	body := `{"files":[{"filename":"main.asy","main":true,"content":"graphic(\"p.png\");"},` +
+		`{"filename":"p.png","main":false,"content":"` + png + `","encoding":"base64"},` +
+		`{"filename":"d.csv","main":false,"content":"1,2\n"}]}`
+	status, created := call(t, ts, "POST", "/api/shares", body)
+	if status != http.StatusCreated {
+		t.Fatalf("POST %d %v", status, created)
+	}
+	_, got := call(t, ts, "GET", "/api/shares/"+created["id"].(string), "")
+	want := `[map[content:graphic("p.png"); filename:main.asy main:true] map[content:` + png +
+		` encoding:base64 filename:p.png main:false] map[content:1,2` + "\n" + ` filename:d.csv main:false]]`
+	if fmt.Sprint(got["files"]) != want {
+		t.Fatalf("GET files %v\nwant %v", got["files"], want)
+	}
 }
 
 func shareBody(files ...string) string {
@@ -89,6 +114,9 @@ func TestShareRefusals(t *testing.T) {
 		{"no files", "POST", "/api/shares", `{"files":[]}`, 400, `"files"`},
 		{"two mains", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true},{"filename":"b.asy","main":true}]}`, 400, "exactly one file"},
 		{"bad name", "POST", "/api/shares", shareBody("../a.asy"), 400, `"filename"`},
+		{"data file like ../x.csv", "POST", "/api/shares", shareBody("a.asy", "../x.csv"), 400, `"filename" "../x.csv": file name contains "/"`},
+		{"png that is text", "POST", "/api/shares", shareBody("a.asy", "p.png"), 400, `file "p.png" is not a PNG image`},
+		{"extension", "POST", "/api/shares", shareBody("a.asy", "p.svg"), 400, "file name extension is not allowed"},
 		{"unknown field", "POST", "/api/shares", `{"files":[],"owner":"x"}`, 400, `unknown field "owner"`},
 		{"not JSON", "POST", "/api/shares", `files`, 400, "malformed request"},
 		{"content too large", "POST", "/api/shares", `{"files":[{"filename":"a.asy","main":true,"content":"` + strings.Repeat("x", 1001) + `"}]}`, 413, "at most 1000"},

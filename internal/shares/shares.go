@@ -23,11 +23,42 @@ import (
 	"github.com/usherhq/usher/internal/sandbox"
 )
 
-// File is one file of a shared project.
+// File is one file of a shared project, as the API carries it: a text
+// file's content as it is, a binary one's (sandbox.BinaryExtensions, or
+// bytes that are not UTF-8 text, as in an EPS with a binary preview) in
+// base64 with Encoding "base64".
 type File struct {
 	Filename string `json:"filename"`
 	Main     bool   `json:"main"`
 	Content  string `json:"content"`
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// EncodingBase64 is File.Encoding of a file whose content is base64.
+const EncodingBase64 = "base64"
+
+// Data returns the file's bytes, decoding base64.
+func (f File) Data() ([]byte, error) {
+	switch f.Encoding {
+	case "":
+		return []byte(f.Content), nil
+	case EncodingBase64:
+		b, err := base64.StdEncoding.DecodeString(f.Content)
+		if err != nil {
+			return nil, fmt.Errorf("\"content\" of %q is not base64: %w", f.Filename, err)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("\"encoding\" of %q must be \"base64\" or absent", f.Filename)
+}
+
+// FileOf is the API form of a file: base64 for a binary extension or
+// bytes that are not UTF-8 text, the text itself otherwise.
+func FileOf(name string, main bool, data []byte) File {
+	if sandbox.IsBinary(name) || !utf8.Valid(data) {
+		return File{Filename: name, Main: main, Content: base64.StdEncoding.EncodeToString(data), Encoding: EncodingBase64}
+	}
+	return File{Filename: name, Main: main, Content: string(data)}
 }
 
 // Errors of the stores' methods.
@@ -133,45 +164,67 @@ func Days(d time.Duration) string {
 // Check reports why files cannot be shared under c, wrapping ErrInvalid
 // or ErrTooLarge with a text naming the file or field.
 func (c Config) Check(files []File) error {
+	_, err := c.normalize(files)
+	return err
+}
+
+// normalize checks files under c and returns them in their canonical
+// form (FileOf): the same bytes give the same stored form and id however
+// the client encoded them. Sizes count decoded bytes.
+func (c Config) normalize(files []File) ([]File, error) {
 	if len(files) == 0 || len(files) > c.MaxFiles {
-		return fmt.Errorf("%w: \"files\" must hold 1 to %d files", ErrInvalid, c.MaxFiles)
+		return nil, fmt.Errorf("%w: \"files\" must hold 1 to %d files", ErrInvalid, c.MaxFiles)
 	}
 	var total int64
-	mains := 0
+	var mains []string
 	seen := make(map[string]bool, len(files))
+	out := make([]File, 0, len(files))
 	for _, f := range files {
 		if err := sandbox.CheckFileName(f.Filename); err != nil {
-			return fmt.Errorf("%w: \"filename\" %q: %v", ErrInvalid, f.Filename, err)
+			return nil, fmt.Errorf("%w: \"filename\" %q: %v", ErrInvalid, f.Filename, err)
 		}
 		if seen[f.Filename] {
-			return fmt.Errorf("%w: file %q twice", ErrInvalid, f.Filename)
+			return nil, fmt.Errorf("%w: file %q twice", ErrInvalid, f.Filename)
 		}
 		seen[f.Filename] = true
-		if !utf8.ValidString(f.Content) {
-			return fmt.Errorf("%w: \"content\" of %q is not UTF-8", ErrInvalid, f.Filename)
+		data, err := f.Data()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if err := sandbox.CheckFileContent(f.Filename, data); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if f.Main {
-			mains++
+			mains = append(mains, f.Filename)
 		}
-		total += int64(len(f.Content))
+		total += int64(len(data))
+		out = append(out, FileOf(f.Filename, f.Main, data))
 	}
-	if mains != 1 {
-		return fmt.Errorf("%w: exactly one file must have \"main\": true, %d do", ErrInvalid, mains)
+	if len(mains) != 1 {
+		return nil, fmt.Errorf("%w: exactly one file must have \"main\": true, %d do", ErrInvalid, len(mains))
+	}
+	if err := sandbox.CheckMainName(mains[0]); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if total > c.MaxBytes {
-		return fmt.Errorf("%w: %d bytes of content, at most %d", ErrTooLarge, total, c.MaxBytes)
+		return nil, fmt.Errorf("%w: %d bytes of content, at most %d", ErrTooLarge, total, c.MaxBytes)
 	}
-	return nil
+	return out, nil
 }
 
 // ID names a project by its content: the same files (in any order) give
-// the same id.
+// the same id. Files must be in canonical form (FileOf): the id hashes the
+// decoded bytes, so a text file's id is what it was before binary files.
 func ID(files []File) string {
 	sorted := slices.Clone(files)
 	slices.SortFunc(sorted, func(a, b File) int { return strings.Compare(a.Filename, b.Filename) })
 	h := sha256.New()
 	for _, f := range sorted {
-		for _, part := range []string{f.Filename, fmt.Sprint(f.Main), f.Content} {
+		content := f.Content
+		if data, err := f.Data(); err == nil {
+			content = string(data)
+		}
+		for _, part := range []string{f.Filename, fmt.Sprint(f.Main), content} {
 			binary.Write(h, binary.BigEndian, uint64(len(part)))
 			h.Write([]byte(part))
 		}
@@ -189,7 +242,8 @@ func validID(id string) bool {
 
 // encode checks files under c and returns their id and stored form.
 func (c Config) encode(files []File) (id string, data []byte, err error) {
-	if err := c.Check(files); err != nil {
+	files, err = c.normalize(files)
+	if err != nil {
 		return "", nil, err
 	}
 	data, err = json.Marshal(files)

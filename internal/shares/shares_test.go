@@ -2,6 +2,7 @@ package shares
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -121,6 +122,42 @@ func TestSameProjectSameID(t *testing.T) {
 	}
 }
 
+// A binary file goes in as base64 and comes back as base64, byte for byte,
+// from another process; its size counts decoded bytes; a text file sent
+// as base64 comes back as text, with the id of the same text sent plain.
+func TestBinaryFiles(t *testing.T) {
+	png := "\x89PNG\r\n\x1a\n" + strings.Repeat("\x00\xff", 40) // 88 bytes: 120 in base64, the limit is 100
+	files := []File{
+		{Filename: "main.asy", Main: true, Content: `graphic("p.png");`},
+		{Filename: "p.png", Content: base64.StdEncoding.EncodeToString([]byte(png)), Encoding: EncodingBase64},
+	}
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		cfg := testConfig(newClock())
+		cfg.MaxBytes = int64(len(png) + len(files[0].Content))
+		id, _, err := b.open(t, cfg).Put(ctx, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.open(t, cfg).Get(ctx, id)
+		if err != nil || !reflect.DeepEqual(got, files) {
+			t.Fatalf("Get = %+v, %v; want %+v", got, err, files)
+		}
+		if data, err := got[1].Data(); err != nil || string(data) != png {
+			t.Fatalf("the png came back as %q, %v", data, err)
+		}
+		asBase64 := []File{files[0], {Filename: "d.csv", Content: base64.StdEncoding.EncodeToString([]byte("1,2\n")), Encoding: EncodingBase64}}
+		plain := []File{files[0], {Filename: "d.csv", Content: "1,2\n"}}
+		id2, _, err := b.open(t, cfg).Put(ctx, asBase64)
+		if err != nil || id2 != ID(plain) {
+			t.Fatalf("base64 text: id %q, %v; want the plain text's %q", id2, err, ID(plain))
+		}
+		if got, _ := b.open(t, cfg).Get(ctx, id2); !reflect.DeepEqual(got, plain) {
+			t.Fatalf("text sent as base64 came back as %+v", got)
+		}
+	})
+}
+
 func TestGetErrors(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		s := b.open(t, testConfig(newClock()))
@@ -152,7 +189,14 @@ func TestCheckRefusals(t *testing.T) {
 		{"two mains", []File{main, {Filename: "b.asy", Main: true}}, ErrInvalid, "2 do"},
 		{"bad name", []File{{Filename: "../x.asy", Main: true}}, ErrInvalid, `"filename" "../x.asy"`},
 		{"same name twice", []File{main, main}, ErrInvalid, "twice"},
-		{"not UTF-8", []File{{Filename: "main.asy", Main: true, Content: "\xff"}}, ErrInvalid, "not UTF-8"},
+		{"not UTF-8", []File{{Filename: "main.asy", Main: true, Content: "\xff"}}, ErrInvalid, `file "main.asy" is not text: it is not valid UTF-8`},
+		{"main not .asy", []File{{Filename: "d.csv", Main: true, Content: "1,2"}}, ErrInvalid, `the main file must be Asymptote source ending in ".asy": "d.csv"`},
+		{"extension", []File{main, {Filename: "x.sh", Content: "ls"}}, ErrInvalid, "file name extension is not allowed"},
+		{"png that is text", []File{main, {Filename: "p.png", Content: "aGVsbG8=", Encoding: "base64"}}, ErrInvalid, `file "p.png" is not a PNG image`},
+		{"png sent as text", []File{main, {Filename: "p.png", Content: "hello"}}, ErrInvalid, `file "p.png" is not a PNG image`},
+		{"bad base64", []File{main, {Filename: "p.png", Content: "%%%", Encoding: "base64"}}, ErrInvalid, `"content" of "p.png" is not base64`},
+		{"bad encoding", []File{main, {Filename: "d.csv", Content: "1", Encoding: "hex"}}, ErrInvalid, `"encoding" of "d.csv" must be "base64" or absent`},
+		{"decoded too large", []File{main, {Filename: "d.csv", Content: base64.StdEncoding.EncodeToString([]byte(strings.Repeat("1", 100))), Encoding: "base64"}}, ErrTooLarge, "101 bytes"},
 		{"too large", []File{{Filename: "main.asy", Main: true, Content: strings.Repeat("x", 101)}}, ErrTooLarge, "101 bytes"},
 	}
 	eachBackend(t, func(t *testing.T, b backend) {
