@@ -113,6 +113,25 @@ func TestInteractiveIdle(t *testing.T) {
 	if s.ImageCount() != 1 {
 		t.Fatalf("%d images", s.ImageCount())
 	}
+	if out := s.Text(Stdout); !strings.HasSuffix(out, IdleNotice(time.Second)) {
+		t.Fatalf("output %q does not end with the idle notice", out)
+	}
+}
+
+// A session that ends by CloseInput gets no idle notice.
+func TestInteractiveNoIdleNoticeOnClose(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Limits{})
+	run, s := start(t, context.Background(), r, interactiveTask())
+	input(t, run, "write(7);\n")
+	s.WaitFor(t, outputWait, func() bool { return s.Text(Stdout) == "7\n" }, "stdout %q", "7\n")
+	if err := run.CloseInput(); err != nil {
+		t.Fatal(err)
+	}
+	run.Wait()
+	if out := s.Text(Stdout); strings.Contains(out, "usher:") {
+		t.Fatalf("output %q has a notice", out)
+	}
 }
 
 // The wall clock still bounds an interactive session that keeps asy busy.

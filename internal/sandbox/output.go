@@ -32,6 +32,13 @@ func exitCodeText(code int) string { return fmt.Sprintf("Execution failed with c
 
 const noImageText = "No image output"
 
+// IdleNotice is the line an interactive session that ended for want of
+// input gets on its output (stderr when separate), before its complete
+// message, so that a shell can say why it ended.
+func IdleNotice(idle time.Duration) string {
+	return fmt.Sprintf("usher: no input for %v: the session ended\n", idle)
+}
+
 // chunk is one read from a stream; eof marks its end.
 type chunk struct {
 	stream string

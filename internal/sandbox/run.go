@@ -192,6 +192,9 @@ func (run *Run) supervise() {
 	reason := run.watch()
 	run.releaseSpare()
 	run.drain()
+	if run.idled {
+		run.tellIdle()
+	}
 	if _, over := run.dir.usage(run.r.limits.Disk); over && reason == "" {
 		reason = outputLimitText(run.r.limits.Disk) // filled faster than watch looks
 	}
@@ -279,6 +282,7 @@ func (run *Run) watch() string {
 			deadline.Reset(max(rem, 0))
 			run.resetIdle(idle)
 		case <-idle.C:
+			run.idled = true
 			run.in.close()
 		case why := <-run.abortCh:
 			abort(why)
@@ -349,6 +353,16 @@ func (run *Run) settle(reason string) Outcome {
 		run.explainNoImage()
 	}
 	return o
+}
+
+// tellIdle writes IdleNotice on the task's output once the output has
+// been drained (the Sink is never called concurrently).
+func (run *Run) tellIdle() {
+	stream := Stdout
+	if run.task.SeparateStderr {
+		stream = Stderr
+	}
+	_ = run.sink.Output(stream, []byte(IdleNotice(run.r.limits.InteractiveIdle))) // the outcome says the rest
 }
 
 // explainNoImage tells the user, on stderr (or stdout when merged), when

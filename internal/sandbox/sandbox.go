@@ -211,6 +211,7 @@ type Run struct {
 	limit   time.Duration // current wall-clock limit, counted from start
 	wake    chan struct{} // Shorten and Input nudge the supervisor
 	abortCh chan string   // the forwarder asks the supervisor to abort
+	idled   bool          // the idle clock closed the input (set by watch, read after it)
 
 	done    chan struct{}
 	outcome Outcome
