@@ -97,7 +97,7 @@ func (s *sandboxFlags) register(f *pflag.FlagSet) {
 	f.Var(&s.output, "output-limit", "stdout and stderr of a task together")
 	f.Var(&s.image, "image-limit", "largest image read back")
 	f.DurationVar(&s.maxTimeout, "max-timeout", 0, "wall clock of a task that names no timeout, and the cap of any it names")
-	f.DurationVar(&s.interactiveIdle, "interactive-idle", 0, "an interactive task with no input for this long ends")
+	f.DurationVar(&s.interactiveIdle, "interactive-idle", sandbox.DefaultLimits().InteractiveIdle, "an interactive task (a shell) with no input for this long ends: asy gets the end of its input")
 }
 
 // config maps the flags onto the runner's configuration.

@@ -74,6 +74,24 @@ func TestTaskOptionsRoundTrip(t *testing.T) {
 	}
 }
 
+// An interactive task keeps the client's timeout (no tier bounds it), and
+// a bare shell has no file and no main.
+func TestInteractiveTaskKeepsItsTimeout(t *testing.T) {
+	for _, want := range []time.Duration{3 * time.Second, 0} {
+		h := map[string]string{}
+		for k, v := range OptionsOf(sandbox.Task{Interactive: true, Timeout: want}).Fields() {
+			h[k] = fmt.Sprint(v)
+		}
+		o, err := ParseOptions(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Task(nil); !got.Interactive || got.Timeout != want || len(got.Files) != 0 {
+			t.Fatalf("interactive task = %+v, want timeout %v", got, want)
+		}
+	}
+}
+
 func TestParseOptionsRefusesBadFields(t *testing.T) {
 	for _, h := range []map[string]string{
 		{},
