@@ -23,6 +23,9 @@ type run struct {
 	done   chan sandbox.Outcome
 	relay  *relay
 	told   *told // the last estimate sent, to measure its error
+	// early is input that arrived after run but before the backend took
+	// the task; it is fed at the start, at most MaxInput bytes in all.
+	early [][]byte
 }
 
 type told struct {
@@ -116,6 +119,12 @@ func (r *run) start(ctx context.Context, st Start) error {
 		return fmt.Errorf(backendFaultPrefix+"%s could not start the task: %w", st.BackendID, err)
 	}
 	r.exec = exec
+	for _, data := range r.early {
+		if err := exec.Input(data); err != nil {
+			r.srv.cfg.Logger.Debug("asy: input refused", "client", r.client, "err", err)
+		}
+	}
+	r.early = nil
 	r.done = make(chan sandbox.Outcome, 1)
 	go func() { r.done <- exec.Wait() }()
 	return nil
@@ -129,10 +138,22 @@ func (r *run) stop() {
 	}
 }
 
-// input feeds an interactive run; for any other task it is a protocol error.
+// input feeds an interactive run (input sent before it started is kept
+// for its start); for any other task it is a protocol error.
 func (r *run) input(data []byte) error {
-	if !r.task.Interactive || r.exec == nil {
+	if !r.task.Interactive {
 		return &wire.Error{Text: "\"input\" is only for a running interactive task"}
+	}
+	if r.exec == nil {
+		n := len(data)
+		for _, d := range r.early {
+			n += len(d)
+		}
+		if int64(n) > r.srv.cfg.MaxInput {
+			return &wire.Error{Text: fmt.Sprintf("input too large: at most %d bytes before the task starts", r.srv.cfg.MaxInput)}
+		}
+		r.early = append(r.early, data)
+		return nil
 	}
 	if err := r.exec.Input(data); err != nil {
 		r.srv.cfg.Logger.Debug("asy: input refused", "client", r.client, "err", err)

@@ -181,12 +181,21 @@ func (c *client) outputUntil(want string) string {
 	return out.String()
 }
 
-// A bare shell (no file at all) answers write(1+2) with 3.
+// A bare shell (no file at all) answers write(1+2) with 3, also when the
+// input follows run at once, before the task has started.
 func TestBareShell(t *testing.T) {
 	ts := startService(t, 1, nil)
 	c := shell(t, ts, map[string]any{})
 	c.input("write(1+2);\n")
 	c.outputUntil("3\n")
+	c.close()
+	ts.waitIdle(t)
+
+	c = dial(t, ts.srv)
+	c.send("options", map[string]any{"interactive": true})
+	c.send("run", nil)
+	c.input("write(2+5);\n")
+	c.outputUntil("7\n")
 	c.close()
 	ts.waitIdle(t)
 }

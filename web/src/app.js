@@ -7,6 +7,7 @@ import { oneDarkish, lightish } from "./theme.js";
 import { asymptote } from "./asy.js";
 import { compile } from "./protocol.js";
 import { is3D, frameOf } from "./view3d.js";
+import { mountShell } from "./shell.js";
 
 const $ = (id) => document.getElementById(id);
 const DEFAULT = { files: [{ filename: "main.asy", main: true, content: "size(4cm);\ndraw(unitcircle, blue);\nlabel(\"$O$\", (0,0));\n" }], current: "main.asy" };
@@ -24,6 +25,8 @@ function save() { if (!readOnly) localStorage.setItem("usher.project", JSON.stri
 function currentFile() { return project.files.find((f) => f.filename === project.current) || project.files[0]; }
 // projectFiles is what a compile or a share sends: the files without editor state.
 function projectFiles() { return project.files.map(({ filename, main, content }) => ({ filename, main, content })); }
+
+mountShell($("shell"), () => (project ? project.files.map(({ filename, content, encoding }) => ({ filename, content, encoding })) : []));
 
 const view = new EditorView({
   parent: $("editor"),

@@ -12,11 +12,20 @@ function remember(hash) {
   localStorage.setItem("usher.uploaded", JSON.stringify([...uploaded].slice(-500)));
 }
 
+// fileBytes is a project file's bytes: its content as UTF-8 text, or
+// decoded from base64 when its encoding says so (a binary file).
+function fileBytes(f) {
+  if (f.encoding === "base64") return Uint8Array.from(atob(f.content), (c) => c.charCodeAt(0));
+  return new TextEncoder().encode(f.content);
+}
+
 /**
- * compile runs one task. files: [{filename, main, content}]; opts: {timeout, format};
+ * compile runs one task. files: [{filename, main, content, encoding?}];
+ * opts: {timeout, format, interactive} (an interactive task, a shell, may
+ * have no files; the returned input(text) feeds it);
  * on: {queue(m), output(text, stream), result(bytes, format), complete(m), denied(m),
  * closed() when the connection ends before complete or denied, error(text),
- * message(m) for other messages}. Returns {cancel}, after which nothing is called.
+ * message(m) for other messages}. Returns {cancel, input}; after cancel nothing is called.
  */
 export function compile(files, opts, on) {
   const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/asy";
@@ -24,8 +33,9 @@ export function compile(files, opts, on) {
   ws.binaryType = "arraybuffer";
   let pending = null; // header awaiting its binary frame
   let finished = false;
-  const enc = new TextEncoder();
-  const entries = files.map((f) => ({ ...f, bytes: enc.encode(f.content) }));
+  let ran = false; const early = []; // input typed before "run" went out
+  const sendInput = (text) => { send("input"); ws.send(new TextEncoder().encode(text)); };
+  const entries = files.map((f) => ({ ...f, bytes: fileBytes(f) }));
   const send = (verb, o) => ws.send(o === undefined ? verb : verb + " " + JSON.stringify(o));
   function add(e, restore) {
     if (restore) send("add", { filename: e.filename, main: !!e.main, hash: e.hash, restore: true });
@@ -34,8 +44,10 @@ export function compile(files, opts, on) {
   ws.onopen = async () => {
     for (const e of entries) e.hash = await sha256hex(e.bytes);
     for (const e of entries) add(e, uploaded.has(e.hash));
-    send("options", { timeout: opts.timeout, format: opts.format });
+    send("options", { timeout: opts.timeout, format: opts.format, interactive: opts.interactive || undefined });
     send("run");
+    ran = true;
+    for (const text of early.splice(0)) sendInput(text);
   };
   ws.onmessage = (ev) => {
     if (typeof ev.data !== "string") {
@@ -66,5 +78,13 @@ export function compile(files, opts, on) {
   };
   ws.onclose = () => { if (!finished) on.closed?.(); };
   ws.onerror = () => on.error?.("connection error");
-  return { cancel() { finished = true; ws.onmessage = ws.onerror = null; ws.close(); } };
+  return {
+    cancel() { finished = true; ws.onmessage = ws.onerror = null; ws.close(); },
+    // input sends text to an interactive task's stdin; false when the connection is not open.
+    input(text) {
+      if (finished || ws.readyState > WebSocket.OPEN) return false;
+      if (ran) sendInput(text); else early.push(text);
+      return true;
+    },
+  };
 }

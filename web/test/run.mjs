@@ -517,6 +517,49 @@ const scenarios = {
       forum.close();
     }
   },
+  // --- the shell pane (shell.js) ---
+  async "shell: write(1+2) answers 3, history recalls it, a time limit and a denial are shown apart"(page) {
+    await page.goto(base + "/");
+    await page.click("#shell-pane summary");
+    await page.uncheck("#shell-files"); // a bare shell: no file at all
+    await page.click("#shell-restart");
+    const log = () => page.textContent("#shell-log");
+    const until = (re, timeout = 30000) => page.waitForFunction((src) => new RegExp(src).test(document.getElementById("shell-log").textContent), re.source, { timeout })
+      .catch(async (e) => { throw new Error(`shell log ${JSON.stringify(await log())} never matched ${re}: ${e.message}`); });
+    await page.fill("#shell-input", "write(1+2);");
+    await page.press("#shell-input", "Enter");
+    await until(/> write\(1\+2\);\n3\n/);
+    // History: up recalls the last line, down goes back to the draft.
+    await page.fill("#shell-input", "draft");
+    await page.press("#shell-input", "ArrowUp");
+    if (await page.inputValue("#shell-input") !== "write(1+2);") throw new Error("ArrowUp did not recall write(1+2);");
+    await page.press("#shell-input", "ArrowDown");
+    if (await page.inputValue("#shell-input") !== "draft") throw new Error("ArrowDown did not return to the draft");
+    // A time limit: a new session limited to 3 s that loops.
+    await page.selectOption("#shell-timeout", "3000");
+    await page.click("#shell-restart");
+    await page.fill("#shell-input", "while(true) {}");
+    await page.press("#shell-input", "Enter");
+    const halt = await page.waitForSelector("#shell-log .shell-halt", { timeout: 30000 });
+    const text = await halt.textContent();
+    if (!text.includes("Execution aborted due to the time limit (3000ms)")) throw new Error("time limit shown as " + JSON.stringify(text));
+    const styled = await halt.evaluate((el) => getComputedStyle(el).fontWeight !== getComputedStyle(el.parentElement).fontWeight);
+    if (!styled) throw new Error("the time limit is not styled apart from output");
+    // A denial: both backends busy, so an interactive task is refused.
+    const spinners = [await startSpinner("shell-a", 10000), await startSpinner("shell-b", 10000)];
+    try {
+      await page.selectOption("#shell-timeout", "");
+      await page.click("#shell-restart");
+      const denied = await page.waitForSelector("#shell-log .shell-denied", { timeout: 20000 });
+      if (!(await denied.textContent()).includes("no free backend for an interactive task")) throw new Error("denial shown as " + JSON.stringify(await denied.textContent()));
+    } finally {
+      for (const p of spinners) await p.context().close();
+    }
+    const role = await page.getAttribute("#shell-log", "role");
+    const label = await page.getAttribute("#shell-input", "aria-label");
+    if (role !== "log" || !label) throw new Error(`shell log role ${role}, input label ${label}`);
+    await page.screenshot({ path: join(artifacts, "shell.png") });
+  },
 };
 
 let failed = 0;
