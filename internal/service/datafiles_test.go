@@ -182,7 +182,9 @@ func (c *client) outputUntil(want string) string {
 }
 
 // A bare shell (no file at all) answers write(1+2) with 3, also when the
-// input follows run at once, before the task has started.
+// input follows run at once. (Whether that input arrives before the start
+// is a race this test does not force; TestInputBeforeStartIsKept in
+// internal/asyqueue does.)
 func TestBareShell(t *testing.T) {
 	ts := startService(t, 1, nil)
 	c := shell(t, ts, map[string]any{})
