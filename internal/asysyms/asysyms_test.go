@@ -136,3 +136,13 @@ func TestLoadWithoutAsySaysSo(t *testing.T) {
 		t.Fatalf("Load with no asy: %v", err)
 	}
 }
+
+// BenchmarkLoad is the start-up cost of /api/symbols: asy -l, asy's
+// system directory, the parse (docs/benchmarks.md).
+func BenchmarkLoad(b *testing.B) {
+	for b.Loop() {
+		if _, err := Load(context.Background(), "", ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

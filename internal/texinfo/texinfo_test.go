@@ -90,3 +90,13 @@ func TestLoadInstalledTeX(t *testing.T) {
 		t.Errorf("no Times (ptm) in T1 among %d families", len(c.FontFamilies))
 	}
 }
+
+// BenchmarkLoad is the start-up cost of /api/tex: kpsewhich and the ls-R
+// databases (docs/benchmarks.md).
+func BenchmarkLoad(b *testing.B) {
+	for b.Loop() {
+		if _, err := Load(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
