@@ -181,7 +181,7 @@ func Load(ctx context.Context, asy, version string) (*Catalog, error) {
 	if len(syms) == 0 {
 		return nil, fmt.Errorf("%w: asy -l listed nothing", ErrNoAsy)
 	}
-	sysdir, err := runAsy(ctx, asy, home, "-noV", "-safe", "-c", "write(settings.sysdir);")
+	sysdir, err := runAsy(ctx, asy, home, "-noV", "-safe", "-noautoplain", "-c", "write(settings.sysdir);")
 	if err != nil {
 		return nil, err
 	}
