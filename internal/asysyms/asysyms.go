@@ -170,9 +170,21 @@ func Load(ctx context.Context, asy, version string) (*Catalog, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoAsy, err)
 	}
 	defer os.RemoveAll(home)
+	// Both at once: each starts a whole asy.
+	var sysdir []byte
+	var sysdirErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sysdir, sysdirErr = runAsy(ctx, asy, home, "-noV", "-safe", "-c", "write(settings.sysdir);")
+	}()
 	listing, err := runAsy(ctx, asy, home, "-l")
+	<-done
 	if err != nil {
 		return nil, err
+	}
+	if sysdirErr != nil {
+		return nil, sysdirErr
 	}
 	syms, err := Parse(bytes.NewReader(listing))
 	if err != nil {
@@ -180,10 +192,6 @@ func Load(ctx context.Context, asy, version string) (*Catalog, error) {
 	}
 	if len(syms) == 0 {
 		return nil, fmt.Errorf("%w: asy -l listed nothing", ErrNoAsy)
-	}
-	sysdir, err := runAsy(ctx, asy, home, "-noV", "-safe", "-noautoplain", "-c", "write(settings.sysdir);")
-	if err != nil {
-		return nil, err
 	}
 	mods, err := Modules(strings.TrimSpace(string(sysdir)))
 	if err != nil {
