@@ -296,7 +296,7 @@ func (s *Service) routes() http.Handler {
 		s.operatorRoutes(mux, p.RequireAdmin)
 	}
 	if s.cfg.WebApp != nil {
-		for _, pat := range []string{"GET /{$}", "GET /s/{id}", "GET /assets/"} {
+		for _, pat := range []string{"GET /{$}", "GET /s/{id}", "GET /tex", "GET /assets/"} {
 			mux.Handle(pat, s.cfg.WebApp)
 		}
 	} else {
