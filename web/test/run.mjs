@@ -600,7 +600,7 @@ const scenarios = {
     await page.click('a[href="/tex"]');
     await page.waitForSelector("#tex-packages li", { timeout: 10000 });
     await page.fill("#tex-filter", "mathptmx");
-    await page.waitForFunction(() => [...document.querySelectorAll("#tex-packages li")].map((l) => l.textContent).join() === "mathptmx", null, { timeout: 5000 });
+    await page.waitForFunction(() => { const l = [...document.querySelectorAll("#tex-packages li")].map((li) => li.textContent); return l.includes("mathptmx") && l.every((p) => p.includes("mathptmx")); }, null, { timeout: 5000 });
     await page.fill("#tex-filter", "times");
     await page.waitForFunction(() => [...document.querySelectorAll("#tex-fonts tbody td")].some((td) => td.textContent === "ptm (Times)"), null, { timeout: 5000 });
   },
