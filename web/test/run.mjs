@@ -574,6 +574,9 @@ const scenarios = {
     const cards = await page.$$eval("#gallery button.gallery-card", (bs) => bs.length);
     if (cards < 20) throw new Error(`${cards} examples in the gallery`);
     if (!(await page.evaluate(() => document.activeElement?.classList.contains("gallery-card")))) throw new Error("the gallery does not focus its first card");
+    await page.addScriptTag({ path: join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", "axe-core", "axe.min.js") });
+    const axe = await page.evaluate(async () => (await window.axe.run("#gallery")).violations.map((v) => `${v.id}: ${v.nodes.length}`));
+    if (axe.length) throw new Error("accessibility of the gallery: " + axe.join(", "));
     // Escape closes it; open again and choose "Sine and cosine" by keyboard.
     await page.keyboard.press("Escape");
     if (await page.$("#gallery[open]")) throw new Error("Escape leaves the gallery open");
