@@ -205,7 +205,10 @@ func (s *Service) open(ctx context.Context) error {
 		qcfg.AsyVersion = asyVersion(ctx)
 	}
 	s.asyVersion, s.queueCfg = qcfg.AsyVersion, qcfg.WithDefaults()
-	s.catalogs = loadCatalogs(ctx, s.cfg.asy, s.asyVersion, s.cfg.Logger)
+	// The editor's catalogs are made while the mode opens (the sandbox's
+	// self-test takes longer); the routes need them.
+	catalogsc := make(chan catalogs, 1)
+	go func() { catalogsc <- loadCatalogs(ctx, s.cfg.asy, s.asyVersion, s.cfg.Logger) }()
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.mode, err = s.openMode(ctx); err != nil {
 		return err
@@ -220,6 +223,7 @@ func (s *Service) open(ctx context.Context) error {
 	if err := s.openServers(ctx, qcfg); err != nil {
 		return err
 	}
+	s.catalogs = <-catalogsc
 	s.handler = s.routes()
 	if s.cfg.AdminAddr != "" {
 		s.admin = s.adminRoutes()
