@@ -10,7 +10,7 @@ import { hoverTooltip } from "@codemirror/view";
 import { keywords as fallbackKeywords, types as fallbackTypes } from "./asy.js";
 
 // MAX_SIGNATURES bounds the signatures shown for one name (draw has 30).
-const MAX_SIGNATURES = 12;
+const MAX_SIGNATURES = 8;
 const IMPORT_RE = /\b(import|include|input|access|from)\s+("?)([\w.\/-]*)$/;
 
 // catalog is the prepared /api/symbols: options for the completion list,
@@ -28,6 +28,10 @@ function prepare(body) {
   const kws = body?.keywords?.length ? body.keywords : [...fallbackKeywords];
   for (const s of body?.symbols || []) add(s.name, s.kind, s.kind === "type" ? "" : s.signature);
   if (!body) for (const t of fallbackTypes) add(t, "type", "");
+  // A user's calls first: signatures on a frame (asy's low-level layer)
+  // after those on a picture, shorter before longer.
+  const low = (sig) => (/^\S+ \w+\(frame /.test(sig) ? 1 : 0);
+  for (const e of byName.values()) e.signatures.sort((a, b) => low(a) - low(b) || a.length - b.length);
   const options = kws.map((k) => ({ label: k, type: "keyword", boost: -1 }));
   for (const [name, e] of byName) {
     if (fallbackKeywords.has(name)) continue;
