@@ -30,11 +30,14 @@ RUN printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*
       'path-exclude /usr/share/locale/*' > /etc/dpkg/dpkg.cfg.d/usher-slim
 # The same packages as scripts/deps.sh's sandboxed backend: asy, the
 # sandbox, svg (dvisvgm), pdf and png (ghostscript), 3D (xvfb, and
-# repstopdf from texlive-font-utils); tini reaps the sandboxes' orphans
+# repstopdf from texlive-font-utils), and the TeX a user expects in a
+# label (texlive-fonts-recommended: Times and the other PostScript fonts;
+# texlive-latex-extra: packages such as ocgx2); tini reaps the sandboxes' orphans
 # and passes signals, so that a stop lets running tasks finish.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       asymptote bubblewrap dvisvgm ghostscript xvfb texlive-font-utils \
+      texlive-fonts-recommended texlive-latex-extra \
       ca-certificates tini \
  && rm -rf /var/lib/apt/lists/*
 # usher runs as its own user: the sandboxes then run as that user too,

@@ -104,6 +104,8 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzEvents -fuzztime 60s -fuzzminimizetime 5s ./internal/sched/
 	$(GO) test -run '^$$' -fuzz FuzzParsePost -fuzztime 30s ./internal/renderapi/
 	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 30s ./internal/renderapi/
+	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./internal/asysyms/
+	$(GO) test -run '^$$' -fuzz FuzzParseLsR -fuzztime 30s ./internal/texinfo/
 
 clean:
 	rm -rf bin

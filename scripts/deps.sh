@@ -20,6 +20,12 @@ packages=(
   # asy calls for a png that mixes 2D and rendered 3D.
   xvfb
   texlive-font-utils
+  # The TeX a user expects in a label: Times, Palatino and the other
+  # PostScript fonts (mathptmx needs their metrics and Type 1 files), and
+  # the LaTeX packages beyond the recommended set (ocgx2's PDF layers,
+  # and more). The sandbox sees them under /usr (docs/sandbox.md).
+  texlive-fonts-recommended
+  texlive-latex-extra
   # The web front end's browser tests drive Debian's chromium.
   chromium
   # Multi-node mode's tests start real Redis servers and build a Redis

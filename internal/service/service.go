@@ -86,6 +86,10 @@ type Config struct {
 	// now is the stores' clock (time.Now when nil); tests set it.
 	now func() time.Time
 
+	// asy is the asy that /api/symbols asks ("asy" in PATH when empty);
+	// tests name a missing one.
+	asy string
+
 	// dashEvery is the time between /api/dashboard snapshots
 	// (dashboardEvery when 0); tests shorten it.
 	dashEvery time.Duration
@@ -139,10 +143,12 @@ type Service struct {
 	// asyVersion is asy's version line, shown by /api/info and part of
 	// the result cache's key.
 	asyVersion string
-	ready      atomic.Bool
-	stopAll    context.CancelFunc
-	ctx        context.Context
-	stopping   chan struct{} // closed when shutdown begins: live streams end
+	// catalogs are the editor's: asy's symbols, TeX, the examples.
+	catalogs catalogs
+	ready    atomic.Bool
+	stopAll  context.CancelFunc
+	ctx      context.Context
+	stopping chan struct{} // closed when shutdown begins: live streams end
 }
 
 // mode is what the embedded default and a queue server of multi-node mode
@@ -199,6 +205,10 @@ func (s *Service) open(ctx context.Context) error {
 		qcfg.AsyVersion = asyVersion(ctx)
 	}
 	s.asyVersion, s.queueCfg = qcfg.AsyVersion, qcfg.WithDefaults()
+	// The editor's catalogs are made while the mode opens (the sandbox's
+	// self-test takes longer); the routes need them.
+	catalogsc := make(chan catalogs, 1)
+	go func() { catalogsc <- loadCatalogs(ctx, s.cfg.asy, s.asyVersion, s.cfg.Logger) }()
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.mode, err = s.openMode(ctx); err != nil {
 		return err
@@ -213,6 +223,7 @@ func (s *Service) open(ctx context.Context) error {
 	if err := s.openServers(ctx, qcfg); err != nil {
 		return err
 	}
+	s.catalogs = <-catalogsc
 	s.handler = s.routes()
 	if s.cfg.AdminAddr != "" {
 		s.admin = s.adminRoutes()
@@ -275,6 +286,9 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /livez", livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /api/info", s.apiInfo)
+	mux.Handle("GET /api/symbols", s.catalogs.symbols)
+	mux.Handle("GET /api/tex", s.catalogs.tex)
+	mux.Handle("GET /api/examples", s.catalogs.examples)
 	mux.Handle("/v1/", s.mode.v1())
 	mux.Handle("POST /api/shares", p.Shares(http.HandlerFunc(s.apiPostShare)))
 	mux.Handle("GET /api/shares/{id}", p.Shares(http.HandlerFunc(s.apiGetShare)))
@@ -286,7 +300,7 @@ func (s *Service) routes() http.Handler {
 		s.operatorRoutes(mux, p.RequireAdmin)
 	}
 	if s.cfg.WebApp != nil {
-		for _, pat := range []string{"GET /{$}", "GET /s/{id}", "GET /assets/"} {
+		for _, pat := range []string{"GET /{$}", "GET /s/{id}", "GET /tex", "GET /assets/"} {
 			mux.Handle(pat, s.cfg.WebApp)
 		}
 	} else {

@@ -19,6 +19,8 @@ func TestHandler(t *testing.T) {
 		{"/", "200 OK", "text/html; charset=utf-8", "no-cache", `<div id="editor">`},
 		{"/s/abc123", "200 OK", "text/html; charset=utf-8", "no-cache", `<div id="editor">`},
 		{"/dashboard", "200 OK", "text/html; charset=utf-8", "no-cache", `id="tiers"`},
+		{"/tex", "200 OK", "text/html; charset=utf-8", "no-cache", `id="tex-packages"`},
+		{"/assets/tex.js", "200 OK", "text/javascript; charset=utf-8", "public, max-age=300", "/api/tex"},
 		{"/assets/app.js", "200 OK", "text/javascript; charset=utf-8", "public, max-age=300", "/asy"},
 		{"/assets/dashboard.js", "200 OK", "text/javascript; charset=utf-8", "public, max-age=300", "/api/dashboard"},
 		{"/assets/style.css", "200 OK", "text/css; charset=utf-8", "public, max-age=300", "--accent"},

@@ -8,6 +8,8 @@ import { asymptote } from "./asy.js";
 import { compile } from "./protocol.js";
 import { is3D, frameOf } from "./view3d.js";
 import { mountShell } from "./shell.js";
+import { asyHelp, loadSymbols } from "./complete.js";
+import { openGallery } from "./gallery.js";
 
 const $ = (id) => document.getElementById(id);
 const DEFAULT = { files: [{ filename: "main.asy", main: true, content: "size(4cm);\ndraw(unitcircle, blue);\nlabel(\"$O$\", (0,0));\n" }], current: "main.asy" };
@@ -37,7 +39,7 @@ function editorState(doc) {
     doc,
     extensions: [
       keymap.of([{ key: "Mod-Enter", run: () => { run(false); return true; } }]),
-      basicSetup, asymptote, lintGutter(), themeC.of(themeExt()), roC.of(EditorState.readOnly.of(readOnly)),
+      basicSetup, asymptote, asyHelp(() => project.files), lintGutter(), themeC.of(themeExt()), roC.of(EditorState.readOnly.of(readOnly)),
       EditorView.contentAttributes.of({ "aria-label": "Asymptote source" }),
       EditorView.updateListener.of((u) => {
         if (!u.docChanged || readOnly) return;
@@ -361,9 +363,19 @@ async function init() {
   $("share").onclick = share;
   $("copy").onclick = makeCopy;
   $("theme").onclick = () => { localStorage.setItem("usher.theme", isDark() ? "light" : "dark"); applyTheme(); };
+  $("examples").onclick = openGallery;
+  loadSymbols();
   fetch("/api/info").then((r) => r.json()).then((info) => {
     $("version").textContent = "asy " + (info.asyVersion || "?");
     if (info.formats?.length) { const f = $("format"); f.textContent = ""; for (const x of info.formats) f.append(new Option(FORMAT_LABELS[x] || x, x)); }
   }).catch(() => { $("version").textContent = "asy version unknown"; });
 }
+// TEMPORARY until projects.js: a new project (from the gallery) replaces
+// the open one.
+document.addEventListener("usher:new-project", (e) => {
+  const files = e.detail.files.map(({ filename, main, content }) => ({ filename, main: !!main, content }));
+  project = { files, current: (files.find((f) => f.main) || files[0]).filename };
+  if (readOnly) { readOnly = false; history.replaceState(null, "", "/"); view.dispatch({ effects: roC.reconfigure(EditorState.readOnly.of(false)) }); }
+  save(); openFile(project.current); setStatus("opened " + e.detail.name);
+});
 init();

@@ -1,8 +1,8 @@
 // Asymptote language mode for CodeMirror 6 (a StreamLanguage tokenizer).
 import { StreamLanguage } from "@codemirror/language";
 
-const keywords = new Set("if else while for do return break continue struct typedef import access from unravel include new operator static public private restricted true false null this cycle controls tension atleast and".split(" "));
-const types = new Set("void bool bool3 int real string pair triple path path3 guide guide3 pen picture frame transform transform3 surface file tensionSpecifier curlSpecifier label Label marker arrowbar projection light material position align object".split(" "));
+export const keywords = new Set("if else while for do return break continue struct typedef import access from unravel include new operator static public private restricted true false null this cycle controls tension atleast and".split(" "));
+export const types = new Set("void bool bool3 int real string pair triple path path3 guide guide3 pen picture frame transform transform3 surface file tensionSpecifier curlSpecifier label Label marker arrowbar projection light material position align object".split(" "));
 
 export const asymptote = StreamLanguage.define({
   name: "asymptote",

@@ -560,6 +560,96 @@ const scenarios = {
     if (role !== "log" || !label) throw new Error(`shell log role ${role}, input label ${label}`);
     await page.screenshot({ path: join(artifacts, "shell.png") });
   },
+
+  // --- What the editor knows about asy (complete.js, gallery.js, the TeX page).
+  async "symbols: dra completes to draw with its signatures, hover shows them, import gr offers graph"(page) {
+    await page.goto(base + "/");
+    await page.waitForFunction(() => performance.getEntriesByName(location.origin + "/api/symbols").length > 0, null, { timeout: 10000 });
+    await setSource(page, "size(4cm);\n");
+    await page.keyboard.press("Control+End");
+    // Keystroke to completion list: from the keydown of "d" (capture
+    // phase, before CodeMirror) to the list in the DOM, nine times.
+    const times = [];
+    for (let i = 0; i < 9; i++) {
+      await page.evaluate(() => {
+        window.__t = {};
+        window.addEventListener("keydown", (e) => { if (e.key === "d") window.__t.key = performance.now(); }, { capture: true, once: true });
+        const mo = new MutationObserver(() => {
+          if (document.querySelector(".cm-tooltip-autocomplete")) { window.__t.list = performance.now(); mo.disconnect(); }
+        });
+        mo.observe(document.body, { childList: true, subtree: true });
+      });
+      await page.keyboard.press("d");
+      await page.waitForSelector(".cm-tooltip-autocomplete", { timeout: 5000 });
+      times.push(await page.evaluate(() => window.__t.list - window.__t.key));
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("Backspace");
+      await until(async () => !(await page.$(".cm-tooltip-autocomplete")), 2000);
+    }
+    times.sort((a, b) => a - b);
+    console.log(`     keystroke to completion list: median ${times[4].toFixed(1)} ms, min ${times[0].toFixed(1)}, max ${times[8].toFixed(1)} (9 tries)`);
+    await page.keyboard.type("dra");
+    const opt = await page.waitForSelector('.cm-tooltip-autocomplete li[aria-selected="true"]', { timeout: 5000 });
+    const label = await opt.$eval(".cm-completionLabel", (e) => e.textContent);
+    if (label !== "draw") throw new Error(`first completion of dra is ${label}`);
+    const info = await page.waitForSelector(".cm-completionInfo .cm-asy-signatures", { timeout: 5000 }).then((e) => e.textContent());
+    if (!/void draw\(picture pic=<default>, /.test(info)) throw new Error("draw's info: " + info.slice(0, 200));
+    await page.keyboard.press("Enter");
+    await page.keyboard.type("(unitcircle);\nimport gr");
+    await page.waitForFunction(() => [...document.querySelectorAll(".cm-tooltip-autocomplete .cm-completionLabel")].some((e) => e.textContent === "graph"), null, { timeout: 5000 })
+      .catch(() => { throw new Error("import gr does not offer graph"); });
+    await page.screenshot({ path: join(artifacts, "symbols-import.png") });
+    await page.keyboard.press("Escape");
+    // Hover over draw on line 2.
+    const word = await page.evaluateHandle(() => [...document.querySelectorAll(".cm-line")].find((l) => l.textContent.startsWith("draw(")));
+    const box = await word.boundingBox();
+    await page.mouse.move(box.x + 12, box.y + box.height / 2);
+    const hover = await page.waitForSelector(".cm-tooltip-hover .cm-asy-signatures", { timeout: 5000 }).then((e) => e.textContent());
+    if (!/void draw\(/.test(hover)) throw new Error("hover over draw: " + hover.slice(0, 200));
+    // The queue server of multi-node mode asks its own asy too.
+    const multi = await (await fetch(process.env.USHER_MULTINODE_URL + "/api/symbols")).json();
+    if (!multi.symbols?.some((s) => s.name === "draw") || !multi.modules?.includes("graph")) throw new Error("multi-node /api/symbols: " + JSON.stringify(multi).slice(0, 200));
+  },
+  async "gallery: choose an example from the keyboard, compile it, see the figure"(page) {
+    await page.goto(base + "/");
+    await page.click("#examples");
+    await page.waitForSelector("#gallery[open] button.gallery-card", { timeout: 10000 });
+    const cards = await page.$$eval("#gallery button.gallery-card", (bs) => bs.length);
+    if (cards < 20) throw new Error(`${cards} examples in the gallery`);
+    if (!(await page.evaluate(() => document.activeElement?.classList.contains("gallery-card")))) throw new Error("the gallery does not focus its first card");
+    await page.addScriptTag({ path: join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", "axe-core", "axe.min.js") });
+    const axe = await page.evaluate(async () => (await window.axe.run("#gallery")).violations.map((v) => `${v.id}: ${v.nodes.length}`));
+    if (axe.length) throw new Error("accessibility of the gallery: " + axe.join(", "));
+    // Escape closes it; open again and choose "Sine and cosine" by keyboard.
+    await page.keyboard.press("Escape");
+    if (await page.$("#gallery[open]")) throw new Error("Escape leaves the gallery open");
+    await page.click("#examples");
+    await page.focus('#gallery button.gallery-card[data-id="function-plot"]');
+    await page.keyboard.press("Enter");
+    if (await page.$("#gallery[open]")) throw new Error("choosing leaves the gallery open");
+    const text = await page.textContent(".cm-content");
+    if (!text.includes("import graph;")) throw new Error("editor after choosing: " + text.slice(0, 100));
+    await page.click("#compile");
+    await svgShown(page);
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("status " + (await page.textContent("#status")));
+    const ok = await page.$eval('#result img[data-format="svg"]', (img) => img.complete && img.naturalWidth > 100);
+    if (!ok) throw new Error("no figure shown");
+    // A project of two files opens both.
+    await page.click("#examples");
+    await page.click('#gallery button.gallery-card[data-id="own-module"]');
+    const files = await fileButtons(page);
+    if (files.length !== 2 || !files.some((f) => f.startsWith("shapes.asy"))) throw new Error("files " + files.join(", "));
+  },
+  async "tex page lists packages and fonts, filtered"(page) {
+    await page.goto(base + "/");
+    await page.click('a[href="/tex"]');
+    await page.waitForSelector("#tex-packages li", { timeout: 10000 });
+    await page.fill("#tex-filter", "mathptmx");
+    await page.waitForFunction(() => { const l = [...document.querySelectorAll("#tex-packages li")].map((li) => li.textContent); return l.includes("mathptmx") && l.every((p) => p.includes("mathptmx")); }, null, { timeout: 5000 });
+    await page.fill("#tex-filter", "times");
+    await page.waitForFunction(() => [...document.querySelectorAll("#tex-fonts tbody td")].some((td) => td.textContent === "ptm (Times)"), null, { timeout: 5000 });
+  },
 };
 
 let failed = 0;
