@@ -159,6 +159,14 @@ func (s *Sampler) Look(now time.Time, g Gauges) []int64 {
 	return due
 }
 
+// Note makes the sampler sample interval i although it may have no look
+// in it (counts were seen in it), unless i is sampled already.
+func (s *Sampler) Note(i int64) {
+	if _, ok := s.peaks[i]; !ok && i > s.closed {
+		s.peaks[i] = Gauges{}
+	}
+}
+
 // Close makes interval i's sample from its peaks and counts c.
 func (s *Sampler) Close(i int64, c Counts) Sample {
 	g := s.peaks[i]
@@ -272,6 +280,9 @@ func NewRecorder(now func() time.Time) *Recorder {
 func (r *Recorder) Look(now time.Time, g Gauges) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, i := range r.Tally.intervals() {
+		r.sampler.Note(i)
+	}
 	for _, i := range r.sampler.Look(now, g) {
 		r.ring.Add(r.sampler.Close(i, r.Tally.Take(i)))
 		r.Tally.Forget(i)

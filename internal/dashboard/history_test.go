@@ -242,3 +242,17 @@ func TestSampleCarriesNoTaskContent(t *testing.T) {
 		}
 	}
 }
+
+// An interval with counts but no look (the load was not looked at in
+// time) still gets its sample.
+func TestRecorderSamplesCountsWithoutALook(t *testing.T) {
+	clock := testclock.New(t0)
+	r := NewRecorder(clock.Now)
+	r.Tally.Denied("idle")
+	clock.Advance(SampleEvery)
+	r.Look(clock.Now(), Gauges{})
+	h := r.History()
+	if len(h.Samples) != 1 || h.Samples[0].T != t0.UnixMilli() || h.Samples[0].Denials["idle"] != 1 {
+		t.Fatalf("history %+v", h.Samples)
+	}
+}

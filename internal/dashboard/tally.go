@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,6 +234,13 @@ func (t *Tally) CacheLookup(hit bool) {
 // Waited counts how long a queued task waited for its backend.
 func (t *Tally) Waited(d time.Duration) {
 	t.add(func(c *Counts) { c.Wait.Add(max(d, 0)) })
+}
+
+// intervals lists the intervals that have counts.
+func (t *Tally) intervals() []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Keys(t.counts))
 }
 
 // Take removes and returns the counts of interval i.

@@ -17,15 +17,15 @@ func (m *embedded) recordHistory(ctx context.Context) {
 	tick := time.NewTicker(historyLookEvery)
 	defer tick.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 		st, err := m.d.Dashboard()
 		if err != nil {
 			return
 		}
 		m.history.Look(st.Time, dashboard.GaugesOf(st))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
