@@ -151,7 +151,7 @@ func (s *Sampler) Look(now time.Time, g Gauges) []int64 {
 	}
 	var due []int64
 	for i := range s.peaks {
-		if !now.Before(time.UnixMilli((i+1)*s.every.Milliseconds()).Add(s.settle)) {
+		if !now.Before(time.UnixMilli((i + 1) * s.every.Milliseconds()).Add(s.settle)) {
 			due = append(due, i)
 		}
 	}

@@ -119,7 +119,9 @@ func TestMultiNodeHistory(t *testing.T) {
 		t.Fatalf("without a leader a new stream has no history: %+v", first.History)
 	}
 	f.startLeaderAt(t, "sched-b", clock.Now)
-	dash.untilDoc("b leads", func(d dashboard.Dashboard) bool { return d.Leader != nil && d.Leader.Node == "sched-b" && d.NoData == "" })
+	dash.untilDoc("b leads", func(d dashboard.Dashboard) bool {
+		return d.Leader != nil && d.Leader.Node == "sched-b" && d.NoData == ""
+	})
 	clock.Advance(dashboard.SampleEvery)
 	doc = dash.untilDoc("b's sample", func(d dashboard.Dashboard) bool { return d.History.Newest() > t0.UnixMilli() })
 	if len(doc.History.Samples) != 1 {

@@ -108,6 +108,9 @@ func (m *multiNode) stores(ctx context.Context, _ *sql.DB, cfg Config, shareCfg 
 func (m *multiNode) queue() asyqueue.Queue           { return m.q }
 func (m *multiNode) snapshots() *asyqueue.Dispatcher { return nil }
 func (m *multiNode) v1() http.Handler                { return m.leader }
+func (m *multiNode) drain()                          {}
+func (m *multiNode) tokens() *tokens.Store           { return m.toks }
+func (m *multiNode) close()                          { m.rdb.Close() }
 func (m *multiNode) tally() *dashboard.Tally         { return m.counts }
 
 // start hands the sessions' counts on to Redis once a second.
@@ -115,9 +118,6 @@ func (m *multiNode) start(ctx context.Context) error {
 	go redisq.HandOnCounts(ctx, m.rdb, m.keys, m.counts, time.Second, m.log)
 	return nil
 }
-func (m *multiNode) drain()                          {}
-func (m *multiNode) tokens() *tokens.Store           { return m.toks }
-func (m *multiNode) close()                          { m.rdb.Close() }
 
 func (m *multiNode) dashboard(ctx context.Context) (dashboard.Dashboard, error) {
 	return m.dash.get(ctx), nil
