@@ -134,7 +134,8 @@ func NewSampler(every, settle time.Duration) *Sampler {
 
 // Resume makes the sampler skip intervals up to and including the one
 // that began at t (Unix ms): a new leader's first sample follows the last
-// one its predecessor wrote.
+// one its predecessor wrote, even when its clock runs behind the
+// predecessor's.
 func (s *Sampler) Resume(t int64) {
 	s.closed = max(s.closed, t/s.every.Milliseconds())
 	maps.DeleteFunc(s.peaks, func(i int64, _ Gauges) bool { return i <= s.closed })
