@@ -72,7 +72,7 @@ function options(chart, width) {
   const axis = { stroke: c.fg, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1 } };
   return {
     title: chart.title, width, height: 180,
-    scales: { x: { time: true, range: hour }, y: chart.log ? { distr: 3 } : { range: (u, min, max) => [0, Math.max(1, max)] } },
+    scales: { x: { time: true }, y: chart.log ? { distr: 3 } : { range: (u, min, max) => [0, Math.max(1, max)] } },
     axes: [axis, { ...axis, size: 50 }],
     series: [{}, ...chart.series.map(([label], i) => ({ label, stroke: PALETTE[i % PALETTE.length], width: 2, spanGaps: false, points: { size: 4 } }))],
     legend: { live: false },
@@ -103,6 +103,8 @@ function draw() {
     const data = columns(chart);
     if (charts[chart.id]) charts[chart.id].setData(data);
     else charts[chart.id] = new uPlot(options(chart, widthOf(el)), data, el);
+    const [min, max] = hour();
+    charts[chart.id].setScale("x", { min, max });
     el.dataset.points = String(samples.length);
   }
 }

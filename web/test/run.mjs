@@ -541,6 +541,8 @@ const scenarios = {
       throw new Error("the charts never showed the compiles: " + JSON.stringify(await page.evaluate(() => Object.fromEntries(Object.entries(window.usherCharts).map(([k, u]) => [k, u.data])))));
     });
     await drawn();
+    const span = await page.evaluate(() => { const x = window.usherCharts.throughput.scales.x; return x.max - x.min; });
+    if (span !== 3600) throw new Error(`the charts span ${span} s, not the last hour`);
     const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
     await page.emulateMedia({ colorScheme: "light" });
     if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== "light") throw new Error("light system theme not followed");
