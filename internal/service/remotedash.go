@@ -37,6 +37,7 @@ type remoteDashboard struct {
 	last    dashboard.Dashboard
 	bad     string          // the last problem logged as a warning, to log it once
 	history *dashboard.Ring // scheduler.dashboard.history as last read
+	newest  string          // its last item as last read
 }
 
 func newRemoteDashboard(rdb redis.UniversalClient, keys redisq.Keys, every time.Duration, log *slog.Logger) *remoteDashboard {
@@ -81,10 +82,15 @@ func (r *remoteDashboard) readHistory(ctx context.Context, newest *redis.StringC
 	switch {
 	case errors.Is(err, redis.Nil):
 		r.history.Replace(nil)
+		r.newest = ""
 		return
 	case err != nil:
 		return // unreachable: the document's state says so; keep what is held
 	}
+	if raw == r.newest {
+		return // nothing new (or the same foreign item, already reported)
+	}
+	r.newest = raw
 	s, err := dashboard.ParseSample([]byte(raw))
 	held := r.history.Newest()
 	switch {
@@ -96,6 +102,7 @@ func (r *remoteDashboard) readHistory(ctx context.Context, newest *redis.StringC
 	}
 	items, err := r.rdb.LRange(ctx, r.keys.DashboardHistory(), 0, -1).Result()
 	if err != nil {
+		r.newest = "" // read it again next time
 		r.warn("dashboard: cannot read scheduler.dashboard.history", err)
 		return
 	}
