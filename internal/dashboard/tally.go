@@ -133,7 +133,7 @@ func (c *Counts) setPrefixed(name string, n int64) error {
 	}{{prefixCompile, &c.Compile}, {prefixWait, &c.Wait}} {
 		if s, ok := strings.CutPrefix(name, h.prefix); ok {
 			k, err := strconv.Atoi(s)
-			if err != nil || k < 0 || k >= HistogramBuckets {
+			if err != nil || k < 0 || k >= HistogramBuckets || strconv.Itoa(k) != s {
 				return fmt.Errorf("dashboard counts: field %q: no such bucket", name)
 			}
 			h.hist[k] = n
