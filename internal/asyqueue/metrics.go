@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/sandbox"
 	"github.com/usherhq/usher/internal/sched"
 )
@@ -17,6 +18,16 @@ type Metrics struct {
 	denials        *prometheus.CounterVec
 	compiles       *prometheus.HistogramVec
 	estimateErrors prometheus.Histogram
+	// tally counts the same events by interval for the dashboard's
+	// history (nil: none).
+	tally *dashboard.Tally
+}
+
+// WithTally makes m also count cache lookups, denials, compiles and queue
+// waits in t, for the dashboard's history; it returns m.
+func (m *Metrics) WithTally(t *dashboard.Tally) *Metrics {
+	m.tally = t
+	return m
 }
 
 // NewMetrics registers the queue server's metrics with reg, and the
@@ -70,11 +81,13 @@ func (m *Metrics) cache(hit bool) {
 		result = "hit"
 	}
 	m.cacheLookups.WithLabelValues(result).Inc()
+	m.tally.CacheLookup(hit)
 }
 
 func (m *Metrics) denied(reason string) {
 	if m != nil {
 		m.denials.WithLabelValues(reason).Inc()
+		m.tally.Denied(reason)
 	}
 }
 
@@ -87,6 +100,23 @@ func (m *Metrics) compiled(out sandbox.Outcome) {
 		success = "true"
 	}
 	m.compiles.WithLabelValues(success).Observe(out.Time.Seconds())
+	m.tally.Ended(out.Success, out.Time)
+}
+
+// endedUnrun counts, for the history, a task that started and ended
+// without asy's outcome: the scheduler or its backend ended it.
+func (m *Metrics) endedUnrun() {
+	if m != nil {
+		m.tally.Ended(false, 0)
+	}
+}
+
+// waited counts how long a queued task waited for its backend, for the
+// history.
+func (m *Metrics) waited(d time.Duration) {
+	if m != nil {
+		m.tally.Waited(d)
+	}
 }
 
 func (m *Metrics) estimateError(d time.Duration) {

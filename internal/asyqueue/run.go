@@ -26,6 +26,8 @@ type run struct {
 	// early is input that arrived after run but before the backend took
 	// the task; it is fed at the start, at most MaxInput bytes in all.
 	early [][]byte
+	// queuedAt is when the task was queued, to measure its wait.
+	queuedAt time.Time
 }
 
 type told struct {
@@ -70,6 +72,7 @@ func (r *run) update(ctx context.Context, u Update) (ended bool) {
 	}
 	if u.Start != nil {
 		if err := r.start(ctx, *u.Start); err != nil {
+			r.srv.metrics.endedUnrun()
 			r.send(ctx, "complete", completeBody{Error: err.Error()})
 			return true
 		}
@@ -80,8 +83,10 @@ func (r *run) update(ctx context.Context, u Update) (ended bool) {
 	if u.End != "" {
 		r.stop()
 		if r.exec == nil {
+			r.srv.metrics.denied(denialReasonOfText(u.End))
 			r.send(ctx, "denied", deniedBody{Error: u.End})
 		} else {
+			r.srv.metrics.endedUnrun()
 			r.send(ctx, "complete", completeBody{Error: u.End})
 		}
 		return true
@@ -100,6 +105,9 @@ func (r *run) tellEstimate(ctx context.Context, e Estimate) {
 
 func (r *run) start(ctx context.Context, st Start) error {
 	r.send(ctx, "queue", queueBody{Passed: true})
+	if !r.task.Interactive {
+		r.srv.metrics.waited(time.Since(r.queuedAt))
+	}
 	if r.told != nil {
 		r.srv.metrics.estimateError(time.Since(r.told.at) - r.told.wait)
 	}

@@ -78,6 +78,7 @@ func (s *session) refuse(ctx context.Context, err error) {
 // otherwise), runs the task and gives the slot back. It returns the
 // queue's denial, which it has sent.
 func (s *session) queue(ctx context.Context, task sandbox.Task) error {
+	queuedAt := time.Now()
 	t, err := s.srv.d.Submit(s.client, task)
 	if err != nil {
 		s.srv.metrics.denied(denialReason(err))
@@ -89,11 +90,24 @@ func (s *session) queue(ctx context.Context, task sandbox.Task) error {
 	// connection, and a client that sees the close may send its next task.
 	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReading()
-	r := &run{session: s, task: task, ticket: t}
+	r := &run{session: s, task: task, ticket: t, queuedAt: queuedAt}
 	ran := r.follow(ctx, readCtx)
 	s.srv.d.Release(t, ran)
 	closeWith(s.conn)
 	return nil
+}
+
+// denialReasonOfText is the reason of a denial the scheduler sent after
+// the task was queued (multi-node mode denies interactive tasks so).
+func denialReasonOfText(text string) string {
+	switch text {
+	case ErrQueueFull.Error():
+		return "queue_full"
+	case ErrNoBackend.Error():
+		return "no_backend"
+	default:
+		return "other"
+	}
 }
 
 func denialReason(err error) string {

@@ -29,6 +29,11 @@ type Dashboard struct {
 	// (multi-node mode): no scheduler leads, the leader has not published
 	// yet, or what it published cannot be read.
 	NoData string `json:"noData,omitempty"`
+	// History is the load over the last hour (History.Since: the whole
+	// window in a stream's first snapshot, new samples in later ones). The
+	// leader's document in Redis carries none: its samples are in
+	// scheduler.dashboard.history.
+	History *History `json:"history,omitempty"`
 }
 
 // Leader names the leading scheduler of multi-node mode.

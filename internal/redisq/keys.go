@@ -95,6 +95,17 @@ func (k Keys) SchedulerAPI() string { return k.prefix + "scheduler.api" }
 // wrote it (string: a JSON Dashboard, with DashboardTTL's expiry).
 func (k Keys) Dashboard() string { return k.prefix + "scheduler.dashboard" }
 
+// DashboardHistory holds the dashboard's last hour, oldest first (list: a
+// JSON dashboard.Sample each, at most dashboard.HistorySamples; the
+// leading scheduler appends).
+func (k Keys) DashboardHistory() string { return k.prefix + "scheduler.dashboard.history" }
+
+// DashboardCounts holds what the queue servers counted in one interval of
+// the history (hash: dashboard.Counts.Fields, with CountsTTL's expiry).
+func (k Keys) DashboardCounts(interval int64) string {
+	return k.prefix + "scheduler.dashboard.counts:" + strconv.FormatInt(interval, 10)
+}
+
 // Epoch counts leaderships (int); a new leader's token carries it.
 func (k Keys) Epoch() string { return k.prefix + "scheduler.epoch" }
 

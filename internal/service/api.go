@@ -169,8 +169,10 @@ const dashboardEvery = time.Second
 
 // apiDashboard streams the dashboard's state as Server-Sent Events: a
 // `snapshot` event at once and then every second, until the client leaves
-// or the server begins to shut down. In multi-node mode the state is the
-// leading scheduler's, read from Redis (docs/redis.md, "The dashboard").
+// or the server begins to shut down. The first carries the whole history,
+// later ones only the samples new since the one before. In multi-node mode
+// the state is the leading scheduler's, read from Redis (docs/redis.md,
+// "The dashboard").
 func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -181,10 +183,15 @@ func (s *Service) apiDashboard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	tick := time.NewTicker(s.cfg.dashEvery)
 	defer tick.Stop()
+	var sent int64 // the newest sample sent
 	for {
 		st, err := s.mode.dashboard(s.ctx)
 		if err != nil {
 			return
+		}
+		if st.History != nil {
+			st.History = st.History.Since(sent)
+			sent = max(sent, st.History.Newest())
 		}
 		data, err := st.Encode()
 		if err != nil {

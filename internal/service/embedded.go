@@ -34,6 +34,7 @@ type embedded struct {
 	jobStore *sqlitejobs.Store
 	jobsAPI  http.Handler
 	toks     *tokens.Store
+	history  *dashboard.Recorder
 }
 
 // openEmbedded builds the embedded default on the open data file and
@@ -59,6 +60,7 @@ func openEmbedded(ctx context.Context, cfg Config, db *sql.DB, reg prometheus.Re
 	if m.d, err = asyqueue.NewDispatcher(dcfg); err != nil {
 		return nil, err
 	}
+	m.history = dashboard.NewRecorder(dcfg.Now)
 	if err := m.openJobs(ctx, db); err != nil {
 		return nil, err
 	}
@@ -123,13 +125,14 @@ func (m *embedded) snapshots() *asyqueue.Dispatcher { return m.d }
 func (m *embedded) v1() http.Handler                { return m.jobsAPI }
 func (m *embedded) drain()                          { m.jobs.Drain() }
 func (m *embedded) tokens() *tokens.Store           { return m.toks }
+func (m *embedded) tally() *dashboard.Tally         { return m.history.Tally }
 
 func (m *embedded) dashboard(context.Context) (dashboard.Dashboard, error) {
 	st, err := m.d.Dashboard()
 	if err != nil {
 		return dashboard.Dashboard{}, err
 	}
-	return dashboard.Dashboard{State: st, Jobs: m.jobs.Stats()}, nil
+	return dashboard.Dashboard{State: st, Jobs: m.jobs.Stats(), History: m.history.History()}, nil
 }
 
 // start runs the dispatcher and the jobs engine, and registers the
@@ -137,6 +140,7 @@ func (m *embedded) dashboard(context.Context) (dashboard.Dashboard, error) {
 func (m *embedded) start(ctx context.Context) error {
 	go m.d.Run(ctx)
 	go m.jobs.Run(ctx)
+	go m.recordHistory(ctx)
 	if m.cfg.Jobs.Retention > 0 {
 		go m.jobStore.Prune(ctx, m.cfg.Jobs.Retention, time.Hour)
 	}

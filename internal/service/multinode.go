@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -32,6 +34,8 @@ type multiNode struct {
 	leader *leaderProxy
 	dash   *remoteDashboard
 	toks   *tokens.Store
+	counts *dashboard.Tally // handed on to Redis for the leader's history
+	log    *slog.Logger
 }
 
 // openMultiNode connects to multi-node mode's Redis.
@@ -57,6 +61,8 @@ func openMultiNode(ctx context.Context, cfg Config) (*multiNode, error) {
 		toks:   tokens.OpenRedis(rdb, keys.Prefix(), 0, cfg.Logger),
 		leader: newLeaderProxy(rdb, keys.SchedulerAPI(), cfg.Logger),
 		dash:   newRemoteDashboard(rdb, keys, cfg.dashEvery/2, cfg.Logger),
+		counts: dashboard.NewTally(dashboard.SampleEvery, nil),
+		log:    cfg.Logger,
 		q: frontend.New(ctx, rdb, frontend.Config{Keys: keys, Tiers: cfg.tiers(), Node: cfg.Redis.Node,
 			Caps: caps, Logger: cfg.Logger}),
 	}, nil
@@ -102,10 +108,16 @@ func (m *multiNode) stores(ctx context.Context, _ *sql.DB, cfg Config, shareCfg 
 func (m *multiNode) queue() asyqueue.Queue           { return m.q }
 func (m *multiNode) snapshots() *asyqueue.Dispatcher { return nil }
 func (m *multiNode) v1() http.Handler                { return m.leader }
-func (m *multiNode) start(context.Context) error     { return nil }
 func (m *multiNode) drain()                          {}
 func (m *multiNode) tokens() *tokens.Store           { return m.toks }
 func (m *multiNode) close()                          { m.rdb.Close() }
+func (m *multiNode) tally() *dashboard.Tally         { return m.counts }
+
+// start hands the sessions' counts on to Redis once a second.
+func (m *multiNode) start(ctx context.Context) error {
+	go redisq.HandOnCounts(ctx, m.rdb, m.keys, m.counts, time.Second, m.log)
+	return nil
+}
 
 func (m *multiNode) dashboard(ctx context.Context) (dashboard.Dashboard, error) {
 	return m.dash.get(ctx), nil

@@ -77,6 +77,13 @@ func startRedisFront(t *testing.T) *redisFront {
 // until the lease lapses).
 func (f *redisFront) startLeader(t *testing.T, node string) (crash func()) {
 	t.Helper()
+	return f.startLeaderAt(t, node, nil)
+}
+
+// startLeaderAt is startLeader with the scheduler's clock (time.Now when
+// nil).
+func (f *redisFront) startLeaderAt(t *testing.T, node string, now func() time.Time) (crash func()) {
+	t.Helper()
 	rdb, err := redisq.Open(t.Context(), f.url, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +102,7 @@ func (f *redisFront) startLeader(t *testing.T, node string) (crash func()) {
 	}
 	s, err := scheduler.New(scheduler.Config{Client: rdb, Node: node, Tiers: asyqueue.Tiers(0, 0), Logger: log,
 		LeaseTTL: time.Second, RenewEvery: 100 * time.Millisecond, DashboardEvery: 100 * time.Millisecond,
-		WhileLeading: role.WhileLeading, JobsStats: role.Stats})
+		WhileLeading: role.WhileLeading, JobsStats: role.Stats, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,6 +164,9 @@ type mode interface {
 	tokens() *tokens.Store
 	// dashboard is the state /api/dashboard sends now.
 	dashboard(ctx context.Context) (dashboard.Dashboard, error)
+	// tally counts what the queue server's sessions see, for the
+	// dashboard's history.
+	tally() *dashboard.Tally
 	// start runs the mode's work until ctx ends.
 	start(ctx context.Context) error
 	// drain stops handing out new work: shutdown has begun.
@@ -240,7 +243,7 @@ func (s *Service) openServers(ctx context.Context, qcfg asyqueue.Config) error {
 	}
 	s.shares = st.shares
 	s.registry.MustRegister(newShareCollector(s.shares, s.cfg.ShareQuota))
-	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), st.uploads, st.cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()))
+	s.queue = asyqueue.NewServer(ctx, qcfg, s.mode.queue(), st.uploads, st.cache, asyqueue.NewMetrics(s.registry, s.mode.snapshots()).WithTally(s.mode.tally()))
 	s.render = renderapi.New(s.queue, st.renderSources, s.registry, s.cfg.Logger)
 	return nil
 }

@@ -18,11 +18,12 @@ func TestHandler(t *testing.T) {
 	}{
 		{"/", "200 OK", "text/html; charset=utf-8", "no-cache", `<div id="editor">`},
 		{"/s/abc123", "200 OK", "text/html; charset=utf-8", "no-cache", `<div id="editor">`},
-		{"/dashboard", "200 OK", "text/html; charset=utf-8", "no-cache", `id="tiers"`},
 		{"/tex", "200 OK", "text/html; charset=utf-8", "no-cache", `id="tex-packages"`},
 		{"/assets/tex.js", "200 OK", "text/javascript; charset=utf-8", "public, max-age=300", "/api/tex"},
+		{"/dashboard", "200 OK", "text/html; charset=utf-8", "no-cache", `id="charts"`},
 		{"/assets/app.js", "200 OK", "text/javascript; charset=utf-8", "public, max-age=300", "/asy"},
 		{"/assets/dashboard.js", "200 OK", "text/javascript; charset=utf-8", "public, max-age=300", "/api/dashboard"},
+		{"/assets/dashboard.css", "200 OK", "text/css; charset=utf-8", "public, max-age=300", ".uplot"},
 		{"/assets/style.css", "200 OK", "text/css; charset=utf-8", "public, max-age=300", "--accent"},
 		{"/assets/nope.js", "404 Not Found", "", "", ""},
 		{"/index.html", "404 Not Found", "", "", ""},

@@ -1,4 +1,11 @@
-// The dashboard: renders each `snapshot` event of /api/dashboard.
+// The dashboard: renders each `snapshot` event of /api/dashboard: charts of
+// the last hour (charts.js), then the tables.
+import { addHistory, redraw } from "./charts.js";
+import { initTheme, onTheme } from "./dashtheme.js";
+import "./dashboard.css";
+
+initTheme();
+onTheme(redraw);
 const $ = (id) => document.getElementById(id);
 const ms = (v) => (v === undefined || v === null ? "–" : (v / 1000).toFixed(1) + " s");
 const time = (v) => (v ? new Date(v).toLocaleTimeString() : "–");
@@ -26,6 +33,7 @@ function render(s) {
     ["key", (r) => `${r.running} / ${r.limit || "∞"}`, "queued"]);
   fill("agents", jobs.agents, ["id", (r) => `${r.running} / ${r.slots}`]);
   fill("jobtiers", jobs.tiers, ["name", (r) => ms(r.durationMs), (r) => `${r.running} / ${r.limit}`]);
+  addHistory(s.history);
   $("tps").textContent = `tasks per second: ${(s.tasksPerSecond ?? 0).toFixed(2)}`;
   showLeader(s);
 }

@@ -650,6 +650,78 @@ const scenarios = {
     await page.fill("#tex-filter", "times");
     await page.waitForFunction(() => [...document.querySelectorAll("#tex-fonts tbody td")].some((td) => td.textContent === "ptm (Times)"), null, { timeout: 5000 });
   },
+  // ---- Operator dashboard: charts of the last hour, dark mode ----
+  async "the dashboard charts the last hour, in light and dark"(page) {
+    await openDashboard(page);
+    await page.waitForFunction(() => document.querySelectorAll("#charts .chart canvas").length === 7, null, { timeout: 10000 })
+      .catch(async () => { throw new Error(`charts drawn: ${await page.$$eval("#charts .chart canvas", (c) => c.length)}, want 7`); });
+    const editor = await freshPage();
+    await editor.goto(base + "/");
+    const stamp = Date.now();
+    for (const src of [`draw((0,0)--(1,1)); // chart A ${stamp}\n`, `draw((0,0)--(2,1)); // chart B ${stamp}\n`, `draw((0,0)--(1,1)); // chart A ${stamp}\n`]) {
+      await setSource(editor, src);
+      await editor.click("#compile");
+      await waitDone(editor);
+      if (!/^done/.test(await editor.textContent("#status"))) throw new Error("compile: " + (await editor.textContent("#status")));
+    }
+    await editor.context().close();
+    // The interval of the compiles closes within 10 s; the next snapshot carries it.
+    const drawn = () => page.waitForFunction(() => {
+      const c = window.usherCharts, sum = (u, i) => (u?.data[i] || []).reduce((a, v) => a + (v || 0), 0);
+      return c && sum(c.throughput, 1) >= 3 && c.compile.data[1].some((v) => v > 0) && c.cache.data[1].some((v) => v > 0)
+        && [...document.querySelectorAll("#charts .chart")].every((el) => Number(el.dataset.points) > 0);
+    }, null, { timeout: 30000 }).catch(async () => {
+      throw new Error("the charts never showed the compiles: " + JSON.stringify(await page.evaluate(() => Object.fromEntries(Object.entries(window.usherCharts).map(([k, u]) => [k, u.data])))));
+    });
+    await drawn();
+    const span = await page.evaluate(() => { const x = window.usherCharts.throughput.scales.x; return x.max - x.min; });
+    if (span !== 3600) throw new Error(`the charts span ${span} s, not the last hour`);
+    const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    await page.emulateMedia({ colorScheme: "light" });
+    if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== "light") throw new Error("light system theme not followed");
+    const light = await bg();
+    await page.screenshot({ path: join(artifacts, "dashboard-charts-light.png"), fullPage: true });
+    await page.click("#theme");
+    if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== "dark") throw new Error("the toggle did not switch to dark");
+    if ((await page.getAttribute("#theme", "aria-pressed")) !== "true") throw new Error("the toggle is not pressed in dark mode");
+    if ((await bg()) === light) throw new Error("the page background stayed " + light + " in dark mode");
+    await drawn(); // the charts, drawn again in the dark colours, keep their points
+    const axis = await page.evaluate(() => window.usherCharts.compile.axes[0].stroke());
+    if (!/^#d7dae0$/i.test(axis)) throw new Error("dark charts' axis colour " + axis);
+    await page.screenshot({ path: join(artifacts, "dashboard-charts-dark.png"), fullPage: true });
+    await page.setViewportSize({ width: 700, height: 800 });
+    await page.waitForFunction(() => window.usherCharts.waiting.width <= 700, null, { timeout: 5000 })
+      .catch(async () => { throw new Error("chart width after resizing to 700: " + (await page.evaluate(() => window.usherCharts.waiting.width))); });
+    await page.reload();
+    if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== "dark") throw new Error("the dark choice did not outlive a reload");
+    await drawn(); // a new stream's first snapshot carries the whole history
+  },
+  async "a multi-node dashboard charts the history the leading scheduler keeps"(page) {
+    const multi = process.env.USHER_MULTINODE_URL;
+    if (!multi) throw new Error("set USHER_MULTINODE_URL (scripts/webtest.sh does)");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await openDashboard(page, multi);
+    await page.waitForFunction(() => document.querySelectorAll("#charts .chart canvas").length === 7, null, { timeout: 10000 });
+    if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== "dark") throw new Error("the dark system theme not followed");
+    await page.waitForFunction(() => /^leader:|no scheduler leads/.test(document.getElementById("leader").textContent), null, { timeout: 10000 });
+    let editor = null;
+    if (/^leader:/.test(await page.textContent("#leader"))) {
+      // No backend in this deployment: the task waits, which the history shows.
+      editor = await freshPage();
+      await editor.goto(multi + "/");
+      await setSource(editor, `draw((0,0)--(1,1)); // multi chart ${Date.now()}\n`);
+      await editor.click("#compile");
+      await waitStatus(editor, /^queued/, 15000);
+      await page.waitForFunction(() => window.usherCharts.waiting.data.slice(1).some((ys) => ys.some((v) => v > 0)), null, { timeout: 30000 })
+        .catch(() => { throw new Error("the waiting task never showed on the chart"); });
+    } else {
+      // The scheduler was stopped by an earlier scenario: its history stays in Redis.
+      await page.waitForFunction(() => Number(document.getElementById("chart-waiting").dataset.points) > 0, null, { timeout: 10000 })
+        .catch(() => { throw new Error("no history without a leader"); });
+    }
+    await page.screenshot({ path: join(artifacts, "dashboard-charts-multi-node.png"), fullPage: true });
+    if (editor) await editor.context().close();
+  },
 };
 
 let failed = 0;

@@ -55,9 +55,11 @@ func (l *leader) writeDashboard(ctx context.Context) error {
 		return err
 	}
 	k := l.s.keys
-	_, err = runScript(ctx, l.s.rdb, dashboardScript, "publish the dashboard", []string{k.Leader(), k.Dashboard()},
-		l.token, b, l.s.cfg.DashboardTTL.Milliseconds())
-	return err
+	if _, err = runScript(ctx, l.s.rdb, dashboardScript, "publish the dashboard", []string{k.Leader(), k.Dashboard()},
+		l.token, b, l.s.cfg.DashboardTTL.Milliseconds()); err != nil {
+		return err
+	}
+	return l.recordHistory(ctx, d.State)
 }
 
 // dashboard builds the deployment's dashboard from the core and what the

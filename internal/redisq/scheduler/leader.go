@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/internal/asyqueue"
+	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/sched"
 )
 
@@ -57,6 +58,9 @@ type leader struct {
 	valid       string // ",0,3000,…,": durations a task may name
 	leaseAt     time.Time
 	dashFailing bool // the last dashboard could not be published
+	// sampler builds the dashboard's history (nil until the first
+	// dashboard of the leadership).
+	sampler *dashboard.Sampler
 }
 
 // lead drives the core while this node holds the lease. A Redis error in
