@@ -119,6 +119,29 @@ const look = (page) => page.evaluate(() => ({
   editor: getComputedStyle(document.querySelector(".cm-editor")).backgroundColor,
 }));
 const fileButtons = (page) => page.$$eval("#files button", (bs) => bs.map((b) => b.textContent));
+// timeToFigure loads the editor in page, clicks Compile the moment the page
+// is ready (DOMContentLoaded, after app.js ran), and returns when, in ms
+// after navigation start (performance.timeOrigin), the page was ready and
+// the default project's SVG was decoded in #result, and the final status.
+async function timeToFigure(page) {
+  if (!page.__timed) {
+    page.__timed = true;
+    await page.addInitScript(() => addEventListener("DOMContentLoaded", () => {
+      const t = (window.__figure = { ready: performance.now() });
+      new MutationObserver((_, obs) => {
+        const img = document.querySelector('#result img[data-format="svg"]');
+        if (!img) return;
+        obs.disconnect();
+        img.decode().then(() => requestAnimationFrame(() => { t.shown = performance.now(); }));
+      }).observe(document.getElementById("result"), { childList: true, subtree: true });
+      document.getElementById("compile").click();
+    }));
+  }
+  await page.goto(base + "/");
+  await page.waitForFunction(() => window.__figure?.shown !== undefined, null, { timeout: 30000 });
+  await waitDone(page);
+  return { ...(await page.evaluate(() => window.__figure)), status: await page.textContent("#status") };
+}
 
 const scenarios = {
   async "compile with Ctrl-Enter shows the SVG"(page) {
@@ -516,6 +539,20 @@ const scenarios = {
     } finally {
       forum.close();
     }
+  },
+  // --- Layout, shortcuts and accessibility: the editor on every screen
+  // size, the help overlay, axe-core checks, the shared theme, and the time
+  // to a first figure.
+  async "time from page load to the default figure, cold and warm (printed, not asserted)"(page) {
+    // Cold: a fresh browser (no cached assets, no uploads) and the server's
+    // first compile of the default project. Warm: a reload of the same
+    // context (assets from the HTTP cache, the result from the server's cache).
+    const cold = await timeToFigure(page);
+    const warm = await timeToFigure(page);
+    const line = (what, t) => `${what}: page ready ${t.ready.toFixed(0)} ms, figure shown ${t.shown.toFixed(0)} ms after navigation start (${t.status})`;
+    console.log("     " + line("cold", cold));
+    console.log("     " + line("warm", warm));
+    for (const t of [cold, warm]) if (!/^done/.test(t.status)) throw new Error("the default project did not compile: " + t.status);
   },
 };
 
