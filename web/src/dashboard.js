@@ -1,4 +1,9 @@
 // The dashboard: renders each `snapshot` event of /api/dashboard.
+import { markDocument, onThemeChange } from "./themepref.js";
+
+// The editor's theme choice (themepref.js), here too.
+markDocument();
+onThemeChange(markDocument);
 const $ = (id) => document.getElementById(id);
 const ms = (v) => (v === undefined || v === null ? "–" : (v / 1000).toFixed(1) + " s");
 const time = (v) => (v ? new Date(v).toLocaleTimeString() : "–");
