@@ -10,6 +10,9 @@ import { is3D, frameOf } from "./view3d.js";
 import { mountShell } from "./shell.js";
 import { asyHelp, loadSymbols } from "./complete.js";
 import { openGallery } from "./gallery.js";
+import { isDark, markDocument, onThemeChange, toggleTheme } from "./themepref.js";
+import { setupLayout } from "./layout.js";
+import { setupHelp } from "./help.js";
 
 const $ = (id) => document.getElementById(id);
 const DEFAULT = { files: [{ filename: "main.asy", main: true, content: "size(4cm);\ndraw(unitcircle, blue);\nlabel(\"$O$\", (0,0));\n" }], current: "main.asy" };
@@ -40,7 +43,9 @@ function editorState(doc) {
     extensions: [
       keymap.of([{ key: "Mod-Enter", run: () => { run(false); return true; } }]),
       basicSetup, asymptote, asyHelp(() => project.files), lintGutter(), themeC.of(themeExt()), roC.of(EditorState.readOnly.of(readOnly)),
-      EditorView.contentAttributes.of({ "aria-label": "Asymptote source" }),
+      // tabindex: the text is in the tab order anyway (contenteditable); said
+      // outright, checkers see that the scrolling editor is reachable.
+      EditorView.contentAttributes.of({ "aria-label": "Asymptote source", tabindex: "0" }),
       EditorView.updateListener.of((u) => {
         if (!u.docChanged || readOnly) return;
         currentFile().content = u.state.doc.toString();
@@ -186,6 +191,7 @@ function queuedText(m) {
 function run(live) {
   if (task) task.cancel();
   clearInterval(elapsedTimer);
+  document.dispatchEvent(new CustomEvent("usher:run", { detail: { live } }));
   if (live === false) clearTimeout(liveTimer);
   const chosen = live ? "svg" : $("format").value;
   const timeout = live ? 3000 : +$("timeout").value;
@@ -329,18 +335,18 @@ function makeCopy() {
   openFile(project.current);
 }
 
-// Themes: the system's by default, a toggle that overrides it.
-const mq = matchMedia("(prefers-color-scheme: dark)");
-function isDark() { const t = localStorage.getItem("usher.theme"); return t ? t === "dark" : mq.matches; }
+// Themes: the system's by default, a toggle that overrides it (themepref.js).
 function themeExt() { return isDark() ? oneDarkish : lightish; }
 function applyTheme() {
-  document.documentElement.dataset.theme = isDark() ? "dark" : "light";
+  markDocument();
   $("theme").setAttribute("aria-pressed", String(isDark()));
   view.dispatch({ effects: themeC.reconfigure(themeExt()) });
 }
-mq.addEventListener("change", applyTheme);
+onThemeChange(applyTheme);
 
 async function init() {
+  setupLayout();
+  setupHelp();
   if (sharedId) {
     const r = await fetch("/api/shares/" + encodeURIComponent(sharedId));
     if (r.ok) { const s = await r.json(); project = { files: s.files, current: (s.files.find((f) => f.main) || s.files[0]).filename }; }
@@ -362,7 +368,7 @@ async function init() {
   $("reset-view").onclick = resetView;
   $("share").onclick = share;
   $("copy").onclick = makeCopy;
-  $("theme").onclick = () => { localStorage.setItem("usher.theme", isDark() ? "light" : "dark"); applyTheme(); };
+  $("theme").onclick = () => { toggleTheme(); applyTheme(); };
   $("examples").onclick = openGallery;
   loadSymbols();
   fetch("/api/info").then((r) => r.json()).then((info) => {

@@ -1,18 +1,14 @@
-// The dashboard's theme, chosen as the editor chooses it: localStorage
-// "usher.theme" ("dark" or "light") when set, else the system's
-// prefers-color-scheme (web/src/app.js, isDark). It sets
-// <html data-theme>, which style.css's dark variables follow.
-const KEY = "usher.theme";
-const mq = matchMedia("(prefers-color-scheme: dark)");
+// The dashboard's theme: the choice the editor makes too (themepref.js),
+// plus the header's toggle and the listeners that redraw the charts.
+import { isDark, markDocument, onThemeChange, toggleTheme } from "./themepref.js";
 
-export function isDark() { const t = localStorage.getItem(KEY); return t ? t === "dark" : mq.matches; }
-
-// applyTheme sets the page's theme and the toggle's state, then calls each
-// listener (the charts redraw in the theme's colours).
 const listeners = [];
-export function applyTheme() {
+
+// applyTheme marks the page and the toggle, then calls each listener (the
+// charts redraw in the theme's colours).
+function applyTheme() {
+  markDocument();
   const dark = isDark();
-  document.documentElement.dataset.theme = dark ? "dark" : "light";
   document.getElementById("theme")?.setAttribute("aria-pressed", String(dark));
   for (const f of listeners) f(dark);
 }
@@ -23,9 +19,8 @@ export function onTheme(f) { listeners.push(f); }
 // initTheme applies the theme now, follows the system's and other tabs'
 // changes, and makes #theme toggle it.
 export function initTheme() {
-  mq.addEventListener("change", applyTheme);
-  addEventListener("storage", (e) => { if (e.key === KEY) applyTheme(); });
+  onThemeChange(applyTheme);
   const btn = document.getElementById("theme");
-  if (btn) btn.onclick = () => { localStorage.setItem(KEY, isDark() ? "light" : "dark"); applyTheme(); };
+  if (btn) btn.onclick = () => { toggleTheme(); applyTheme(); };
   applyTheme();
 }

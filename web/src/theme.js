@@ -24,5 +24,5 @@ export const oneDarkish = [
     ".cm-activeLine, .cm-activeLineGutter": { backgroundColor: "#2a2c33" },
     "&.cm-focused .cm-cursor": { borderLeftColor: "#fff" },
   }, { dark: true }),
-  style({ kw: "#c678dd", type: "#61afef", str: "#98c379", comment: "#7f848e", num: "#d19a66", op: "#56b6c2" }),
+  style({ kw: "#c678dd", type: "#61afef", str: "#98c379", comment: "#959ba5", num: "#d19a66", op: "#56b6c2" }),
 ];

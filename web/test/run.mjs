@@ -119,6 +119,120 @@ const look = (page) => page.evaluate(() => ({
   editor: getComputedStyle(document.querySelector(".cm-editor")).backgroundColor,
 }));
 const fileButtons = (page) => page.$$eval("#files button", (bs) => bs.map((b) => b.textContent));
+// expectAccessible runs axe-core (web/node_modules/axe-core, pinned in
+// web/package.json) on page as it is now and fails on any serious or
+// critical violation, printing each with the elements it found; what names
+// the page's state in the message. The moderate and minor ones are listed
+// in one line, for information.
+const axeSource = join(dirname(fileURLToPath(import.meta.url)), "..", "node_modules", "axe-core", "axe.min.js");
+async function expectAccessible(page, what) {
+  if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.addScriptTag({ path: axeSource });
+  const { violations } = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  const minor = violations.filter((v) => !bad.includes(v));
+  if (minor.length) console.log(`     axe on ${what}, not failing: ${minor.map((v) => `${v.id} (${v.impact}, ${v.nodes.length})`).join(", ")}`);
+  if (!bad.length) return;
+  for (const v of bad) {
+    console.log(`     axe on ${what}: [${v.impact}] ${v.id}: ${v.help}\n       ${v.helpUrl}`);
+    for (const n of v.nodes.slice(0, 8)) console.log(`       - ${n.target.join(" ")}\n         ${n.failureSummary.replace(/\n\s*/g, " | ")}`);
+    if (v.nodes.length > 8) console.log(`       … and ${v.nodes.length - 8} more`);
+  }
+  throw new Error(`${what}: ${bad.length} serious or critical accessibility violations (${bad.map((v) => v.id).join(", ")}), listed above`);
+}
+// devicePage opens a page in a context of the given size; a phone or a
+// tablet is a touch screen with a mobile viewport.
+async function devicePage(width, height, touch) {
+  const ctx = await browser.newContext({ viewport: { width, height }, isMobile: touch, hasTouch: touch, deviceScaleFactor: touch ? 2 : 1 });
+  const page = await ctx.newPage();
+  page.on("pageerror", (e) => console.error("page error:", e.message));
+  return page;
+}
+// onScreen says whether the element of sel is displayed and lies within
+// the viewport (or, with partly, at least overlaps it by 20 px each way).
+const onScreen = (page, sel, partly = false) => page.$eval(sel, (el, partly) => {
+  const r = el.getBoundingClientRect(), w = innerWidth, h = innerHeight;
+  if (!el.checkVisibility() || r.width === 0 || r.height === 0) return false;
+  if (partly) return r.left < w - 20 && r.right > 20 && r.top < h - 20 && r.bottom > 20;
+  return r.left >= 0 && r.top >= 0 && r.right <= w + 0.5 && r.bottom <= h + 0.5;
+}, partly);
+// expectOnScreen fails unless each selector's element is on screen.
+async function expectOnScreen(page, where, sels, partly = false) {
+  for (const sel of sels) if (!(await onScreen(page, sel, partly))) throw new Error(`${where}: ${sel} is not on screen`);
+}
+// expectNoSideScroll fails when the page is wider than the viewport.
+async function expectNoSideScroll(page, where) {
+  const m = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, body: document.body.scrollWidth, view: innerWidth }));
+  if (m.scroll > m.view || m.body > m.view) throw new Error(`${where}: the page scrolls sideways: ${JSON.stringify(m)}`);
+}
+// smallTargets lists the controls on screen (outside the editor's text)
+// smaller than 40 × 40 px: a checkbox counts with its label.
+const smallTargets = (page) => page.evaluate(() => {
+  const els = [...document.querySelectorAll("button, select, input, a[href], [role=tab]")].filter((el) => !el.closest(".cm-editor, dialog:not([open])"));
+  return els.map((el) => (el.type === "checkbox" && el.closest("label")) || el).filter((el) => el.checkVisibility())
+    .map((el) => ({ el, r: el.getBoundingClientRect() })).filter(({ r }) => r.width > 0 && (r.width < 40 || r.height < 40))
+    .map(({ el, r }) => `${el.id || el.textContent.trim().slice(0, 20)} ${Math.round(r.width)}×${Math.round(r.height)}`);
+});
+// themeIs waits for the page's theme (<html data-theme>) to be want.
+const themeIs = (page, want, what) => page.waitForFunction((t) => document.documentElement.dataset.theme === t, want, { timeout: 5000 })
+  .catch(() => { throw new Error(what); });
+const helpOpen = (page) => page.evaluate(() => !!document.getElementById("help")?.open);
+const focusInHelp = (page) => page.evaluate(() => !!document.activeElement?.closest("#help"));
+// phoneTabs checks the phone layout in p (390 × 844): one pane at a time
+// under a tab bar, controls big enough to touch, compiling shows the
+// result, and the tabs work from the keyboard.
+async function phoneTabs(p) {
+  const selected = () => p.$eval('.tabs [aria-selected="true"]', (t) => t.textContent);
+  if ((await selected()) !== "Editor") throw new Error("the phone opens on tab " + (await selected()));
+  await expectOnScreen(p, "phone", [".tabs", "#tab-files", "#tab-view", "#stop", "#share"]);
+  if (await p.isVisible("#view") || await p.isVisible("#files")) throw new Error("the phone shows other panes beside the editor");
+  const small = await smallTargets(p);
+  if (small.length) throw new Error("controls smaller than 40 px on a phone: " + small.join(", "));
+  await p.tap(".cm-content");
+  await p.keyboard.press("Control+A");
+  await p.keyboard.insertText(`size(3cm); draw(unitcircle, red); // phone ${Date.now()}\n`);
+  await p.tap("#compile");
+  await svgShown(p);
+  await waitDone(p);
+  if ((await selected()) !== "Result") throw new Error("compiling left the phone on tab " + (await selected()));
+  await expectOnScreen(p, "phone result", ["#status", "#download", "#result"]);
+  await expectOnScreen(p, "phone result", ['#result img[data-format="svg"]'], true);
+  await expectNoSideScroll(p, "phone result");
+  await p.screenshot({ path: join(artifacts, "layout-phone-result.png") });
+  await p.tap("#tab-files");
+  await expectOnScreen(p, "phone files", ["#files button", "#add-file"]);
+  await p.screenshot({ path: join(artifacts, "layout-phone-files.png") });
+  await p.tap('#files button:text-is("main.asy ★")');
+  if ((await selected()) !== "Editor") throw new Error("opening a file left the phone on tab " + (await selected()));
+  await p.tap("#tab-files");
+  await p.focus("#tab-files"); // the arrow keys move between tabs
+  await p.keyboard.press("ArrowRight");
+  if ((await selected()) !== "Editor" || !(await p.evaluate(() => document.activeElement.id === "tab-edit"))) throw new Error("ArrowRight did not move to the editor tab");
+  await expectOnScreen(p, "phone editor", ["#editor", "#compile"]);
+  await expectNoSideScroll(p, "phone editor");
+}
+// timeToFigure loads the editor in page, clicks Compile the moment the page
+// is ready (DOMContentLoaded, after app.js ran), and returns when, in ms
+// after navigation start (performance.timeOrigin), the page was ready and
+// the default project's SVG was decoded in #result, and the final status.
+async function timeToFigure(page) {
+  if (!page.__timed) {
+    page.__timed = true;
+    await page.addInitScript(() => addEventListener("DOMContentLoaded", () => {
+      const t = (window.__figure = { ready: performance.now() });
+      new MutationObserver((_, obs) => {
+        const img = document.querySelector('#result img[data-format="svg"]');
+        if (!img) return;
+        obs.disconnect();
+        img.decode().then(() => requestAnimationFrame(() => { t.shown = performance.now(); }));
+      }).observe(document.getElementById("result"), { childList: true, subtree: true });
+      document.getElementById("compile").click();
+    }));
+  }
+  await page.goto(base + "/");
+  await page.waitForFunction(() => window.__figure?.shown !== undefined, null, { timeout: 30000 });
+  await waitDone(page);
+  return { ...(await page.evaluate(() => window.__figure)), status: await page.textContent("#status") };
+}
 
 const scenarios = {
   async "compile with Ctrl-Enter shows the SVG"(page) {
@@ -721,6 +835,143 @@ const scenarios = {
     }
     await page.screenshot({ path: join(artifacts, "dashboard-charts-multi-node.png"), fullPage: true });
     if (editor) await editor.context().close();
+  },
+  // --- Layout, shortcuts and accessibility: the editor on every screen
+  // size, the help overlay, axe-core checks, the shared theme, and the time
+  // to a first figure.
+  async "time from page load to the default figure, cold and warm (printed, not asserted)"(page) {
+    // Cold: a fresh browser (no cached assets, no uploads) and the server's
+    // first compile of the default project. Warm: a reload of the same
+    // context (assets from the HTTP cache, the result from the server's cache).
+    const cold = await timeToFigure(page);
+    const warm = await timeToFigure(page);
+    const line = (what, t) => `${what}: page ready ${t.ready.toFixed(0)} ms, figure shown ${t.shown.toFixed(0)} ms after navigation start (${t.status})`;
+    console.log("     " + line("cold", cold));
+    console.log("     " + line("warm", warm));
+    for (const t of [cold, warm]) if (!/^done/.test(t.status)) throw new Error("the default project did not compile: " + t.status);
+  },
+  async "the editor fits a phone, a tablet and a desktop; on a phone its panes are tabs"(page) {
+    await page.context().close();
+    for (const [name, w, h, touch] of [["desktop", 1280, 800, false], ["tablet", 820, 1180, true], ["phone", 390, 844, true]]) {
+      const p = await devicePage(w, h, touch);
+      await p.goto(base + "/");
+      await p.waitForSelector(".cm-editor");
+      await expectNoSideScroll(p, name);
+      await expectOnScreen(p, name, ["#editor", "#compile", "#format", "#theme", "#help-button"]);
+      await p.screenshot({ path: join(artifacts, `layout-${name}.png`) });
+      if (name !== "phone") {
+        if (await p.isVisible(".tabs")) throw new Error(`${name}: the phone's tab bar shows`);
+        await expectOnScreen(p, name, ["#files", "#view"]);
+        await p.context().close();
+        continue;
+      }
+      await phoneTabs(p);
+      await p.context().close();
+    }
+  },
+  async "the shortcut list opens with its button, ? and F1, keeps the focus, and Esc gives it back"(page) {
+    await page.goto(base + "/");
+    await page.waitForSelector(".cm-editor");
+    await page.focus("#help-button");
+    await page.keyboard.press("Enter");
+    if (!(await helpOpen(page)) || !(await focusInHelp(page))) throw new Error("the help button did not open the list with the focus in it");
+    const rows = await page.$$eval("#help tr", (trs) => Object.fromEntries(trs.map((tr) => [tr.cells[1].textContent, tr.cells[0].textContent])));
+    const want = { compile: "Ctrl-Enter", "find and replace": "Ctrl-f", undo: "Ctrl-z", "comment or uncomment the lines": "Ctrl-/", "indent more": "Ctrl-]" };
+    for (const [what, keys] of Object.entries(want)) if (rows[what] !== keys) throw new Error(`the list gives ${JSON.stringify(rows[what])} for ${what}, want ${keys}`);
+    await page.screenshot({ path: join(artifacts, "help-open.png") });
+    await page.keyboard.press("Escape");
+    if (await helpOpen(page)) throw new Error("Esc did not close the list");
+    if (!(await page.evaluate(() => document.activeElement.id === "help-button"))) throw new Error("closing did not give the focus back to the help button");
+    // ? outside the editor opens it; Tab and Shift-Tab stay inside.
+    await page.focus("#compile");
+    await page.keyboard.press("?");
+    if (!(await helpOpen(page))) throw new Error("? on the compile button did not open the list");
+    for (const key of ["Tab", "Tab", "Tab", "Shift+Tab", "Shift+Tab", "Shift+Tab", "Shift+Tab"]) {
+      await page.keyboard.press(key);
+      if (!(await focusInHelp(page))) throw new Error(`${key} took the focus out of the open list to ${await page.evaluate(() => document.activeElement.outerHTML.slice(0, 80))}`);
+    }
+    await page.click("#help .help-close");
+    if (await helpOpen(page) || !(await page.evaluate(() => document.activeElement.id === "compile"))) throw new Error("close did not close the list and give the focus back to compile");
+    // In the editor ? is text; F1 opens the list and Esc returns to the text.
+    await setSource(page, "// why");
+    await page.keyboard.press("?");
+    if (await helpOpen(page)) throw new Error("? typed in the editor opened the list");
+    if (!(await page.textContent(".cm-content")).includes("// why?")) throw new Error("? typed in the editor is not in the text");
+    await page.keyboard.press("F1");
+    if (!(await helpOpen(page))) throw new Error("F1 in the editor did not open the list");
+    await page.keyboard.press("Escape");
+    if (await helpOpen(page) || !(await page.evaluate(() => !!document.activeElement.closest(".cm-editor")))) throw new Error("Esc did not give the focus back to the editor");
+  },
+  async "no serious accessibility violations in the editor, light and dark, wide and narrow"(page) {
+    await page.emulateMedia({ colorScheme: "light" });
+    await page.goto(base + "/");
+    await page.waitForSelector(".cm-editor");
+    await expectAccessible(page, "the editor (light)");
+    await setSource(page, "size(3cm);\ndraw(unitcircle);\npair p = (1,2;\n"); // an error in the console
+    await page.click("#compile");
+    await page.waitForSelector("#console .diag", { timeout: 20000 });
+    await waitDone(page);
+    await expectAccessible(page, "the editor with an error (light)");
+    await page.click("#help-button");
+    await expectAccessible(page, "the shortcut list (light)");
+    await page.keyboard.press("Escape");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await themeIs(page, "dark", "the editor does not follow the system's dark scheme");
+    await expectAccessible(page, "the editor with an error (dark)");
+    await setSource(page, `size(2cm); draw(unitcircle); // a11y ${Date.now()}\n`);
+    await page.click("#compile");
+    await svgShown(page);
+    await waitDone(page);
+    await expectAccessible(page, "the editor with a figure (dark)");
+    await page.click("#help-button");
+    await expectAccessible(page, "the shortcut list (dark)");
+    await page.keyboard.press("Escape");
+    await page.setViewportSize({ width: 390, height: 844 });
+    await expectAccessible(page, "the editor on a phone (dark)");
+    await page.emulateMedia({ colorScheme: "light" });
+    await themeIs(page, "light", "the editor does not follow the system's light scheme");
+    await expectAccessible(page, "the editor on a phone (light)");
+  },
+  async "no serious accessibility violations in a shared snapshot"(page) {
+    await page.emulateMedia({ colorScheme: "light" });
+    await page.goto(base + "/");
+    await setSource(page, `size(2cm);\ndraw(unitsquare); // shared a11y ${Date.now()}\n`);
+    await page.click("#share");
+    await page.waitForFunction(() => /\/s\//.test(document.getElementById("share-url").value), null, { timeout: 10000 });
+    await expectAccessible(page, "the editor with a share link");
+    await page.goto(await page.inputValue("#share-url"));
+    await page.waitForFunction(() => document.querySelector(".cm-content")?.innerText.includes("shared a11y"), null, { timeout: 10000 });
+    await expectAccessible(page, "a shared snapshot (light)");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await themeIs(page, "dark", "the shared snapshot does not follow the system's dark scheme");
+    await expectAccessible(page, "a shared snapshot (dark)");
+  },
+  async "no serious accessibility violations on the dashboard, light and dark"(page) {
+    await page.emulateMedia({ colorScheme: "light" });
+    await openDashboard(page);
+    await page.waitForFunction(() => document.getElementById("conn").textContent === "live", null, { timeout: 10000 });
+    await expectAccessible(page, "the dashboard (light)");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await themeIs(page, "dark", "the dashboard does not follow the system's dark scheme");
+    await expectAccessible(page, "the dashboard (dark)");
+  },
+  async "the dashboard follows the editor's theme choice"(page) {
+    const theme = (p) => p.evaluate(() => ({ theme: document.documentElement.dataset.theme, page: getComputedStyle(document.body).backgroundColor }));
+    await page.emulateMedia({ colorScheme: "light" });
+    await page.goto(base + "/");
+    await page.click("#theme"); // dark, stored
+    const editor = await theme(page);
+    const dash = await page.context().newPage();
+    await openDashboard(dash);
+    if (JSON.stringify(await theme(dash)) !== JSON.stringify(editor)) throw new Error(`the dashboard ${JSON.stringify(await theme(dash))}, the editor ${JSON.stringify(editor)}`);
+    await dash.screenshot({ path: join(artifacts, "dashboard-dark.png"), fullPage: true });
+    await page.click("#theme"); // back to light in the editor: the open dashboard follows
+    await dash.waitForFunction(() => document.documentElement.dataset.theme === "light", null, { timeout: 5000 })
+      .catch(() => { throw new Error("the open dashboard did not follow the editor back to light"); });
+    await page.evaluate(() => localStorage.removeItem("usher.theme")); // no choice: the system's scheme
+    await dash.emulateMedia({ colorScheme: "dark" });
+    await dash.reload();
+    if ((await theme(dash)).theme !== "dark") throw new Error("without a choice the dashboard does not follow the system's dark scheme");
   },
 };
 
