@@ -13,12 +13,6 @@ import (
 	"github.com/usherhq/usher/internal/sandbox/sandboxtest"
 )
 
-// waitingForDataFiles are the examples whose data files today's file-name
-// rule (sandbox.CheckFileName: .asy only) refuses. When the rule admits
-// data files (.csv, .dat, …), the test below fails until the example is
-// taken off this list, and from then on compiles it like any other.
-var waitingForDataFiles = []string{"data-plot"}
-
 func TestGalleryIsComplete(t *testing.T) {
 	all, err := All()
 	if err != nil {
@@ -66,8 +60,10 @@ func TestEveryExampleCompilesInEveryFormat(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, ex := range all {
 		files := taskFiles(t, ex)
-		if waiting(t, ex, files) {
-			continue
+		for _, f := range files {
+			if err := sandbox.CheckFileName(f.Name); err != nil {
+				t.Errorf("%s: the sandbox refuses a file: %v", ex.ID, err)
+			}
 		}
 		for _, format := range ex.Formats {
 			wg.Add(1)
@@ -80,26 +76,6 @@ func TestEveryExampleCompilesInEveryFormat(t *testing.T) {
 		}
 	}
 	wg.Wait()
-}
-
-// waiting reports whether ex is on waitingForDataFiles and its data files
-// are still refused; it fails the test when the list and the rule
-// disagree.
-func waiting(t *testing.T, ex Example, files []sandbox.File) bool {
-	listed := slices.Contains(waitingForDataFiles, ex.ID)
-	var refused error
-	for _, f := range files {
-		if err := sandbox.CheckFileName(f.Name); err != nil {
-			refused = err
-		}
-	}
-	switch {
-	case refused != nil && !listed:
-		t.Errorf("%s: a file is refused by the sandbox: %v", ex.ID, refused)
-	case refused == nil && listed:
-		t.Errorf("%s: the sandbox now takes its data files: take it off waitingForDataFiles", ex.ID)
-	}
-	return refused != nil
 }
 
 func taskFiles(t *testing.T, ex Example) []sandbox.File {
