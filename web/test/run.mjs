@@ -119,6 +119,40 @@ const look = (page) => page.evaluate(() => ({
   editor: getComputedStyle(document.querySelector(".cm-editor")).backgroundColor,
 }));
 const fileButtons = (page) => page.$$eval("#files button", (bs) => bs.map((b) => b.textContent));
+// seedOldProject makes page's browser hold a project as the app before
+// IndexedDB kept it: localStorage "usher.project", set before the app's
+// first load in this page only.
+async function seedOldProject(page, content) {
+  const project = { files: [{ filename: "main.asy", main: true, content }], current: "main.asy" };
+  await page.addInitScript((p) => {
+    if (sessionStorage.getItem("seeded")) return;
+    sessionStorage.setItem("seeded", "1");
+    localStorage.setItem("usher.project", p);
+  }, JSON.stringify(project));
+}
+// editorText is the editor's whole text (CodeMirror's document), or null.
+const editorText = (page) => page.evaluate(() => document.querySelector(".cm-content")?.cmTile?.root?.view?.state.doc.toString() ?? null);
+// editorShows waits until the editor holds exactly text.
+async function editorShows(page, text) {
+  await page.waitForFunction((t) => document.querySelector(".cm-content")?.cmTile?.root?.view?.state.doc.toString() === t, text, { timeout: 10000 })
+    .catch(async () => { throw new Error(`the editor shows ${JSON.stringify(await editorText(page))}, want ${JSON.stringify(text)}`); });
+}
+// postShare shares files through the API and returns {id, url}.
+async function postShare(files) {
+  const r = await fetch(base + "/api/shares", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ files }) });
+  if (r.status >= 300) throw new Error(`POST /api/shares: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+// projectNames lists the project list's names (the open one too).
+const projectNames = async (page) => {
+  await page.waitForSelector("#projects button", { timeout: 10000 }).catch(() => { throw new Error("no project list"); });
+  return page.$$eval("#projects button", (bs) => bs.map((b) => b.dataset.name));
+};
+// openProject opens the project named name from the list.
+async function openProject(page, name) {
+  await page.click(`#projects button[data-name="${name}"]`);
+  await page.waitForSelector(`#projects button[data-name="${name}"][aria-current]`, { timeout: 5000 });
+}
 
 const scenarios = {
   async "compile with Ctrl-Enter shows the SVG"(page) {
@@ -516,6 +550,49 @@ const scenarios = {
     } finally {
       forum.close();
     }
+  },
+
+  // --- Projects: IndexedDB projects, shares opened safely, zip import/export, data files, limits (web/src/projects.js and friends)
+  async "an unknown share link leaves the saved project alone"(page) {
+    const mine = `size(2cm); draw(unitcircle); // my own work ${Date.now()}\n`;
+    await seedOldProject(page, mine);
+    await page.goto(base + "/s/AAAAAAAAAAAAAAAAAAAAAA");
+    await waitStatus(page, /no share/);
+    await page.goto(base + "/");
+    await editorShows(page, mine);
+  },
+  async "make a copy of a shared snapshot keeps the user's own project"(page) {
+    const mine = `size(2cm); draw(unitcircle); // kept ${Date.now()}\n`;
+    await seedOldProject(page, mine);
+    const theirs = `size(2cm); draw(unitsquare); // shared for a copy ${Date.now()}\n`;
+    const { url } = await postShare([{ filename: "main.asy", main: true, content: theirs }]);
+    await page.goto(base + url);
+    await editorShows(page, theirs);
+    if (await page.isHidden("#banner")) throw new Error("read-only banner not shown");
+    await page.click("#copy");
+    await editorShows(page, theirs);
+    await setSource(page, theirs + "// edited copy\n");
+    await page.goto(base + "/");
+    const names = await projectNames(page);
+    if (names.length !== 2) throw new Error("projects after make a copy: " + names.join(", "));
+    await openProject(page, names.find((n) => !/copy/.test(n)));
+    await editorShows(page, mine);
+    await openProject(page, names.find((n) => /copy/.test(n)));
+    await editorShows(page, theirs + "// edited copy\n");
+  },
+  async "a share that cannot be fetched leaves a working app"(page) {
+    const mine = `size(2cm); draw(unitcircle, red); // offline share ${Date.now()}\n`;
+    await seedOldProject(page, mine);
+    // The network failure is a route that aborts the request: the real
+    // server cannot fail one request on demand.
+    await page.route("**/api/shares/**", (r) => r.abort("internetdisconnected"));
+    await page.goto(base + "/s/BBBBBBBBBBBBBBBBBBBBBB");
+    await waitStatus(page, /cannot be reached/);
+    await editorShows(page, mine);
+    await page.click("#compile");
+    await svgShown(page);
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("compile: " + (await page.textContent("#status")));
   },
 };
 
