@@ -13,7 +13,8 @@ function remember(hash) {
 }
 
 /**
- * compile runs one task. files: [{filename, main, content}]; opts: {timeout, format};
+ * compile runs one task. files: [{filename, main, content}], content a string
+ * or a Uint8Array; opts: {timeout (undefined: a default task), format};
  * on: {queue(m), output(text, stream), result(bytes, format), complete(m), denied(m),
  * closed() when the connection ends before complete or denied, error(text),
  * message(m) for other messages}. Returns {cancel}, after which nothing is called.
@@ -25,7 +26,8 @@ export function compile(files, opts, on) {
   let pending = null; // header awaiting its binary frame
   let finished = false;
   const enc = new TextEncoder();
-  const entries = files.map((f) => ({ ...f, bytes: enc.encode(f.content) }));
+  // A binary file's content is a Uint8Array, sent as it is.
+  const entries = files.map((f) => ({ ...f, bytes: f.content instanceof Uint8Array ? f.content : enc.encode(f.content) }));
   const send = (verb, o) => ws.send(o === undefined ? verb : verb + " " + JSON.stringify(o));
   function add(e, restore) {
     if (restore) send("add", { filename: e.filename, main: !!e.main, hash: e.hash, restore: true });
