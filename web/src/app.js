@@ -1,4 +1,4 @@
-// The editor page: CodeMirror 6, projects in localStorage, compile over /asy.
+// The editor page: CodeMirror 6, projects in IndexedDB (projects.js), compile over /asy.
 import { EditorView, basicSetup } from "codemirror";
 import { keymap } from "@codemirror/view";
 import { EditorState, Compartment } from "@codemirror/state";
@@ -13,22 +13,30 @@ import { openGallery } from "./gallery.js";
 import { isDark, markDocument, onThemeChange, toggleTheme } from "./themepref.js";
 import { setupLayout } from "./layout.js";
 import { setupHelp } from "./help.js";
+import { createStore } from "./projects.js";
+import { mountProjects } from "./projectsui.js";
+import { mountDataFiles } from "./datafiles.js";
+import { limits, setLimits, toWire, fromWire, isBinary, isBinaryName, nameError, checkProject, totalSize, bytesText } from "./files.js";
 
 const $ = (id) => document.getElementById(id);
-const DEFAULT = { files: [{ filename: "main.asy", main: true, content: "size(4cm);\ndraw(unitcircle, blue);\nlabel(\"$O$\", (0,0));\n" }], current: "main.asy" };
-
 const sharedId = (location.pathname.match(/^\/s\/([^/]+)$/) || [])[1];
-let project = sharedId ? null : JSON.parse(localStorage.getItem("usher.project") || "null") || structuredClone(DEFAULT);
-let readOnly = !!sharedId;
+// project is the open project (the store's): {files, current, name, …}.
+let project = { files: [], current: null }, readOnly = !!sharedId;
+const store = createStore({
+  open(p, ro) { project = p; readOnly = ro; openFile(p.current); },
+  list: () => projectsUI.render(),
+  notice: (text, undo) => projectsUI.notice(text, undo),
+});
+const projectsUI = mountProjects($("projects-pane"), store);
 const themeC = new Compartment(), roC = new Compartment();
 let task = null, liveTimer = null, elapsedTimer = null;
 // resultURL is what the output pane shows (shownHTML its text when html);
 // fileResult {url, name} is what download saves.
 let resultURL = null, shownHTML = null, fileResult = null;
 
-function save() { if (!readOnly) localStorage.setItem("usher.project", JSON.stringify(project)); }
+function save() { if (!readOnly) store.changed(); }
 function currentFile() { return project.files.find((f) => f.filename === project.current) || project.files[0]; }
-// projectFiles is what a compile or a share sends: the files without editor state.
+// projectFiles is what a compile sends: the files without editor state.
 function projectFiles() { return project.files.map(({ filename, main, content }) => ({ filename, main, content })); }
 
 mountShell($("shell"), () => (project ? project.files.map(({ filename, content, encoding }) => ({ filename, content, encoding })) : []));
@@ -36,6 +44,14 @@ mountShell($("shell"), () => (project ? project.files.map(({ filename, content, 
 const view = new EditorView({
   parent: $("editor"),
   state: EditorState.create({ doc: "", extensions: [] }),
+});
+// Until the store opens a project (init, asynchronous) there is nothing to
+// edit: the editor is hidden and the file buttons are off.
+$("editor").hidden = true;
+for (const id of ["add-file", "rename-file", "delete-file", "main-file"]) $(id).disabled = true;
+const dataFiles = mountDataFiles({ after: $("main-file"), drop: $("files").parentElement, editor: $("editor") }, {
+  get project() { return project; }, get readOnly() { return readOnly; },
+  openFile, changed: save, flush: () => store.flush(), notice: (t) => { setStatus(t); projectsUI.notice(t); },
 });
 function editorState(doc) {
   return EditorState.create({
@@ -47,7 +63,7 @@ function editorState(doc) {
       // outright, checkers see that the scrolling editor is reachable.
       EditorView.contentAttributes.of({ "aria-label": "Asymptote source", tabindex: "0" }),
       EditorView.updateListener.of((u) => {
-        if (!u.docChanged || readOnly) return;
+        if (!u.docChanged || readOnly || isBinary(currentFile())) return;
         currentFile().content = u.state.doc.toString();
         save();
         if ($("live").checked) { clearTimeout(liveTimer); liveTimer = setTimeout(() => { if ($("live").checked) run(true); }, 600); }
@@ -56,8 +72,10 @@ function editorState(doc) {
   });
 }
 function openFile(name) {
-  project.current = name; save();
-  view.setState(editorState(currentFile().content));
+  if (project.current !== name) { project.current = name; save(); }
+  const f = currentFile();
+  dataFiles.show(f);
+  view.setState(editorState(f && !isBinary(f) ? f.content : ""));
   renderFiles(); markErrors();
 }
 
@@ -75,6 +93,7 @@ function renderFiles() {
   for (const id of ["add-file", "rename-file", "delete-file", "main-file"]) $(id).disabled = readOnly;
   $("delete-file").disabled = readOnly || project.files.length < 2;
   $("banner").hidden = !readOnly;
+  $("main-file").disabled = readOnly || !currentFile()?.filename.endsWith(".asy");
 }
 
 // askName prompts for a file name; null when cancelled, empty or taken.
@@ -82,6 +101,8 @@ function askName(question, suggestion) {
   const name = prompt(question, suggestion)?.trim();
   if (!name) return null;
   if (project.files.some((x) => x.filename === name)) { setStatus(`a file named ${name} exists already`); return null; }
+  const err = nameError(name) || (isBinaryName(name) ? `${name} is a binary file: upload it` : null);
+  if (err) { setStatus(err); return null; }
   return name;
 }
 function fileOp(kind) {
@@ -95,6 +116,7 @@ function fileOp(kind) {
   } else if (kind === "rename") {
     const name = askName("Rename " + f.filename + " to", f.filename);
     if (!name) return;
+    if (isBinary(f) !== isBinaryName(name)) { setStatus(`${f.filename} cannot become ${name}: a binary file keeps a binary extension, a text file a text one`); return; }
     f.filename = name; openFile(name);
   } else if (kind === "delete") {
     if (project.files.length < 2 || !confirm("Delete " + f.filename + "?")) return;
@@ -194,7 +216,8 @@ function run(live) {
   document.dispatchEvent(new CustomEvent("usher:run", { detail: { live } }));
   if (live === false) clearTimeout(liveTimer);
   const chosen = live ? "svg" : $("format").value;
-  const timeout = live ? 3000 : +$("timeout").value;
+  const timeout = live ? limits.timeouts[0] : ($("timeout").value ? +$("timeout").value : undefined);
+  try { checkProject(project.files); } catch (e) { setStatus(e.message); return; }
   const viewFmt = is3D(project.files) ? "html" : chosen;
   const fileFmt = live ? viewFmt : chosen;
   diagnostics = []; partial = {}; $("console").textContent = ""; markErrors();
@@ -319,8 +342,11 @@ function download() {
 async function share() {
   const out = $("share-url");
   out.hidden = false;
+  const size = totalSize(project.files);
+  if (size > limits.maxShare) { out.value = `share refused: the project has ${bytesText(size)}, more than the server's limit of ${bytesText(limits.maxShare)} for a share (maxShare)`; return; }
+  if (project.files.length > limits.maxFiles) { out.value = `share refused: ${project.files.length} files, more than the server's limit of ${limits.maxFiles} (maxFiles)`; return; }
   try {
-    const r = await fetch("/api/shares", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ files: projectFiles() }) });
+    const r = await fetch("/api/shares", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ files: toWire(project.files) }) });
     const body = await r.json().catch(() => ({}));
     if (!r.ok) { out.value = "share failed: " + (body.error || r.status); return; }
     out.value = new URL(body.url, location.href).href;
@@ -330,9 +356,7 @@ async function share() {
   }
 }
 function makeCopy() {
-  readOnly = false; save();
-  history.replaceState(null, "", "/");
-  openFile(project.current);
+  store.copyShared().catch((e) => setStatus("the copy could not be made: " + e.message));
 }
 
 // Themes: the system's by default, a toggle that overrides it (themepref.js).
@@ -344,19 +368,32 @@ function applyTheme() {
 }
 onThemeChange(applyTheme);
 
+// openShare fetches the shared project sharedId: {share} or {error}. A
+// share that cannot be opened never touches the user's projects.
+async function openShare() {
+  try {
+    const r = await fetch("/api/shares/" + encodeURIComponent(sharedId));
+    if (r.ok) { const s = await r.json(); return { share: { id: sharedId, files: fromWire(s.files) } }; }
+    // The server says why: never made, expired, or deleted by the operator.
+    const body = await r.json().catch(() => ({}));
+    return { error: (body.error || `shared project not found (${r.status})`) + "; your own projects are unchanged" };
+  } catch {
+    return { error: "the shared project cannot be reached (network error); your own projects are unchanged" };
+  }
+}
+// timeoutMenu fills the time-limit menu with the server's tiers and
+// "default" (no timeout sent: a default task), keeping the choice.
+function timeoutMenu() {
+  const sel = $("timeout"), was = sel.value;
+  sel.textContent = "";
+  sel.append(new Option("default", ""));
+  for (const ms of limits.timeouts) sel.append(new Option(ms / 1000 + " s", String(ms)));
+  sel.value = [...sel.options].some((o) => o.value === was) ? was : "";
+}
+
 async function init() {
   setupLayout();
   setupHelp();
-  if (sharedId) {
-    const r = await fetch("/api/shares/" + encodeURIComponent(sharedId));
-    if (r.ok) { const s = await r.json(); project = { files: s.files, current: (s.files.find((f) => f.main) || s.files[0]).filename }; }
-    else {
-      // The server says why: never made, expired, or deleted by the operator.
-      const body = await r.json().catch(() => ({}));
-      project = structuredClone(DEFAULT); readOnly = false; setStatus(body.error || "shared project not found");
-    }
-  }
-  openFile(currentFile().filename);
   applyTheme();
   $("compile").onclick = () => run(false);
   $("stop").onclick = stop;
@@ -372,16 +409,13 @@ async function init() {
   $("examples").onclick = openGallery;
   loadSymbols();
   fetch("/api/info").then((r) => r.json()).then((info) => {
+    setLimits(info); timeoutMenu();
     $("version").textContent = "asy " + (info.asyVersion || "?");
     if (info.formats?.length) { const f = $("format"); f.textContent = ""; for (const x of info.formats) f.append(new Option(FORMAT_LABELS[x] || x, x)); }
   }).catch(() => { $("version").textContent = "asy version unknown"; });
+  const { share: snapshot, error } = sharedId ? await openShare() : {};
+  if (!snapshot) readOnly = false;
+  await store.init(snapshot);
+  if (error) { setStatus(error); projectsUI.notice(error); }
 }
-// TEMPORARY until projects.js: a new project (from the gallery) replaces
-// the open one.
-document.addEventListener("usher:new-project", (e) => {
-  const files = e.detail.files.map(({ filename, main, content }) => ({ filename, main: !!main, content }));
-  project = { files, current: (files.find((f) => f.main) || files[0]).filename };
-  if (readOnly) { readOnly = false; history.replaceState(null, "", "/"); view.dispatch({ effects: roC.reconfigure(EditorState.readOnly.of(false)) }); }
-  save(); openFile(project.current); setStatus("opened " + e.detail.name);
-});
-init();
+init().catch((e) => { console.error(e); setStatus("the app could not start: " + (e?.message || e)); });

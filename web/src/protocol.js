@@ -12,17 +12,21 @@ function remember(hash) {
   localStorage.setItem("usher.uploaded", JSON.stringify([...uploaded].slice(-500)));
 }
 
-// fileBytes is a project file's bytes: its content as UTF-8 text, or
-// decoded from base64 when its encoding says so (a binary file).
+// fileBytes is a project file's bytes: a Uint8Array content as it is (a
+// binary file), decoded from base64 when its encoding says so, else its
+// content as UTF-8 text.
 function fileBytes(f) {
+  if (f.content instanceof Uint8Array) return f.content;
   if (f.encoding === "base64") return Uint8Array.from(atob(f.content), (c) => c.charCodeAt(0));
   return new TextEncoder().encode(f.content);
 }
 
 /**
- * compile runs one task. files: [{filename, main, content, encoding?}];
- * opts: {timeout, format, interactive} (an interactive task, a shell, may
- * have no files; the returned input(text) feeds it);
+ * compile runs one task. files: [{filename, main, content, encoding?}],
+ * content a string (base64 when encoding says so) or a Uint8Array; opts:
+ * {timeout (undefined: a default task), format, interactive} (an
+ * interactive task, a shell, may have no files; the returned input(text)
+ * feeds it);
  * on: {queue(m), output(text, stream), result(bytes, format), complete(m), denied(m),
  * closed() when the connection ends before complete or denied, error(text),
  * message(m) for other messages}. Returns {cancel, input}; after cancel nothing is called.

@@ -2,6 +2,7 @@
 // playwright-core, against a running `usher serve` at $USHER_URL.
 // Each scenario saves a screenshot under web/test/artifacts/.
 import { chromium } from "playwright-core";
+import { zipSync, unzipSync, strToU8, strFromU8 } from "fflate";
 import { mkdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join, dirname } from "node:path";
@@ -232,6 +233,53 @@ async function timeToFigure(page) {
   await page.waitForFunction(() => window.__figure?.shown !== undefined, null, { timeout: 30000 });
   await waitDone(page);
   return { ...(await page.evaluate(() => window.__figure)), status: await page.textContent("#status") };
+}
+// seedOldProject makes page's browser hold a project as the app before
+// IndexedDB kept it: localStorage "usher.project", set before the app's
+// first load in this page only.
+async function seedOldProject(page, content) {
+  const project = { files: [{ filename: "main.asy", main: true, content }], current: "main.asy" };
+  await page.addInitScript((p) => {
+    if (sessionStorage.getItem("seeded")) return;
+    sessionStorage.setItem("seeded", "1");
+    localStorage.setItem("usher.project", p);
+  }, JSON.stringify(project));
+}
+// editorText is the editor's whole text (CodeMirror's document), or null.
+const editorText = (page) => page.evaluate(() => document.querySelector(".cm-content")?.cmTile?.root?.view?.state.doc.toString() ?? null);
+// editorShows waits until the editor holds exactly text.
+async function editorShows(page, text) {
+  await page.waitForFunction((t) => document.querySelector(".cm-content")?.cmTile?.root?.view?.state.doc.toString() === t, text, { timeout: 10000 })
+    .catch(async () => { throw new Error(`the editor shows ${JSON.stringify(await editorText(page))}, want ${JSON.stringify(text)}`); });
+}
+// lieAboutSize sets the uncompressed size that zip declares for name (in
+// its local header and its directory) to size: a zip bomb that lies.
+function lieAboutSize(zip, name, size) {
+  const dv = new DataView(zip.buffer, zip.byteOffset, zip.byteLength);
+  for (let i = 0; i + 4 <= zip.length; i++) {
+    const sig = dv.getUint32(i, true);
+    const [at, nameAt] = sig === 0x04034b50 ? [22, 30] : sig === 0x02014b50 ? [24, 46] : [0, 0];
+    if (!at) continue;
+    const len = dv.getUint16(i + (sig === 0x04034b50 ? 26 : 28), true);
+    if (strFromU8(zip.subarray(i + nameAt, i + nameAt + len)) === name) dv.setUint32(i + at, size, true);
+  }
+  return zip;
+}
+// postShare shares files through the API and returns {id, url}.
+async function postShare(files) {
+  const r = await fetch(base + "/api/shares", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ files }) });
+  if (r.status >= 300) throw new Error(`POST /api/shares: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+// projectNames lists the project list's names (the open one too).
+const projectNames = async (page) => {
+  await page.waitForSelector("#projects button", { timeout: 10000 }).catch(() => { throw new Error("no project list"); });
+  return page.$$eval("#projects button", (bs) => bs.map((b) => b.dataset.name));
+};
+// openProject opens the project named name from the list.
+async function openProject(page, name) {
+  await page.click(`#projects button[data-name="${name}"]`);
+  await page.waitForSelector(`#projects button[data-name="${name}"][aria-current]`, { timeout: 5000 });
 }
 
 const scenarios = {
@@ -972,6 +1020,255 @@ const scenarios = {
     await dash.emulateMedia({ colorScheme: "dark" });
     await dash.reload();
     if ((await theme(dash)).theme !== "dark") throw new Error("without a choice the dashboard does not follow the system's dark scheme");
+  },
+
+  // --- Projects: IndexedDB projects, shares opened safely, zip import/export, data files, limits (web/src/projects.js and friends)
+  async "an unknown share link leaves the saved project alone"(page) {
+    const mine = `size(2cm); draw(unitcircle); // my own work ${Date.now()}\n`;
+    await seedOldProject(page, mine);
+    await page.goto(base + "/s/AAAAAAAAAAAAAAAAAAAAAA");
+    await waitStatus(page, /no share/);
+    await page.goto(base + "/");
+    await editorShows(page, mine);
+  },
+  async "make a copy of a shared snapshot keeps the user's own project"(page) {
+    const mine = `size(2cm); draw(unitcircle); // kept ${Date.now()}\n`;
+    await seedOldProject(page, mine);
+    const theirs = `size(2cm); draw(unitsquare); // shared for a copy ${Date.now()}\n`;
+    const { url } = await postShare([{ filename: "main.asy", main: true, content: theirs }]);
+    await page.goto(base + url);
+    await editorShows(page, theirs);
+    if (await page.isHidden("#banner")) throw new Error("read-only banner not shown");
+    await page.click("#copy");
+    await editorShows(page, theirs);
+    await setSource(page, theirs + "// edited copy\n");
+    await page.goto(base + "/");
+    const names = await projectNames(page);
+    if (names.length !== 2) throw new Error("projects after make a copy: " + names.join(", "));
+    await openProject(page, names.find((n) => !/copy/.test(n)));
+    await editorShows(page, mine);
+    await openProject(page, names.find((n) => /copy/.test(n)));
+    await editorShows(page, theirs + "// edited copy\n");
+  },
+  async "a share that cannot be fetched leaves a working app"(page) {
+    const mine = `size(2cm); draw(unitcircle, red); // offline share ${Date.now()}\n`;
+    await seedOldProject(page, mine);
+    // The network failure is a route that aborts the request: the real
+    // server cannot fail one request on demand.
+    await page.route("**/api/shares/**", (r) => r.abort("internetdisconnected"));
+    await page.goto(base + "/s/BBBBBBBBBBBBBBBBBBBBBB");
+    await waitStatus(page, /cannot be reached/);
+    await editorShows(page, mine);
+    await page.click("#compile");
+    await svgShown(page);
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("compile: " + (await page.textContent("#status")));
+  },
+  async "projects are made, renamed, duplicated and deleted with undo; the last one opened comes back"(page) {
+    const answers = [];
+    page.on("dialog", (d) => d.accept(d.type() === "prompt" ? answers.shift() : undefined));
+    await page.goto(base + "/");
+    const first = await projectNames(page);
+    if (first.length !== 1) throw new Error("a fresh browser's projects: " + first.join(", "));
+    answers.push("circles");
+    await page.click("#new-project");
+    await page.waitForSelector('#projects button[data-name="circles"][aria-current]');
+    const circles = `size(2cm); draw(unitcircle); // circles ${Date.now()}\n`;
+    await setSource(page, circles);
+    answers.push("round things");
+    await page.click("#rename-project");
+    await page.waitForSelector('#projects button[data-name="round things"][aria-current]');
+    await page.click("#duplicate-project");
+    await page.waitForSelector('#projects button[data-name="round things (copy)"][aria-current]');
+    await editorShows(page, circles);
+    await page.click("#delete-project");
+    await page.waitForFunction(() => /deleted "round things \(copy\)"/.test(document.getElementById("toast-text").textContent));
+    if ((await projectNames(page)).includes("round things (copy)")) throw new Error("the deleted project is still listed");
+    await page.click("#undo");
+    await page.waitForSelector('#projects button[data-name="round things (copy)"][aria-current]');
+    await editorShows(page, circles);
+    await openProject(page, "round things");
+    await page.reload();
+    await page.waitForSelector('#projects button[data-name="round things"][aria-current]');
+    await editorShows(page, circles);
+    const names = (await projectNames(page)).sort();
+    if (names.join(",") !== [first[0], "round things", "round things (copy)"].sort().join(",")) throw new Error("projects after reload: " + names.join(", "));
+  },
+  async "a localStorage project moves into IndexedDB and stays in localStorage"(page) {
+    const mine = `size(2cm); draw(unitcircle); // from localStorage ${Date.now()}\n`;
+    await seedOldProject(page, mine);
+    await page.goto(base + "/");
+    await editorShows(page, mine);
+    if ((await projectNames(page)).join() !== "my project") throw new Error("migrated projects: " + (await projectNames(page)).join(", "));
+    await setSource(page, mine + "// edited\n");
+    await page.reload();
+    await editorShows(page, mine + "// edited\n");
+    if ((await projectNames(page)).length !== 1) throw new Error("a second load migrated again: " + (await projectNames(page)).join(", "));
+    if (!(await page.evaluate(() => localStorage.getItem("usher.project"))).includes("from localStorage")) throw new Error("the old project left localStorage");
+  },
+  async "two tabs editing one project never overwrite each other"(page) {
+    await page.goto(base + "/");
+    await projectNames(page);
+    const other = await page.context().newPage();
+    await other.goto(base + "/");
+    await projectNames(other);
+    // A save in one tab shows in the other, which has no edits of its own.
+    const one = `size(2cm); draw(unitcircle); // tab one ${Date.now()}\n`;
+    await setSource(page, one);
+    await editorShows(other, one);
+    // Both edit before either saves: the context's clock (both tabs')
+    // holds the saves until both edits are in.
+    await page.clock.install();
+    const a = one + "// edit in tab A\n", b = one + "// edit in tab B\n";
+    // The edits go straight to the editor's state: typing would wait on
+    // the held timers.
+    const edit = (p, text) => p.evaluate((t) => { const v = document.querySelector(".cm-content").cmTile.root.view; v.dispatch({ changes: { from: 0, to: v.state.doc.length, insert: t } }); }, text);
+    await edit(page, a);
+    await edit(other, b);
+    await page.clock.runFor(1000); // both save; the one that comes second finds the other's revision
+    await page.clock.resume();
+    await page.waitForFunction(() => document.querySelectorAll("#projects button").length === 2, null, { timeout: 10000 })
+      .catch(async () => { throw new Error("projects after two tabs' edits: " + (await projectNames(page)).join(", ")); });
+    const names = await projectNames(page);
+    if (!names.some((n) => /conflicting copy/.test(n))) throw new Error("no conflicting copy: " + names.join(", "));
+    const seen = [];
+    for (const n of names) { await openProject(page, n); seen.push(await editorText(page)); }
+    if (seen.sort().join("|") !== [a, b].sort().join("|")) throw new Error("the two projects hold " + JSON.stringify(seen));
+    await other.close();
+  },
+  async "usher:new-project makes and opens a new project"(page) {
+    await page.goto(base + "/");
+    await projectNames(page);
+    const src = `size(2cm); fill(unitcircle, green); // example ${Date.now()}\n`;
+    await page.evaluate((content) => document.dispatchEvent(new CustomEvent("usher:new-project", {
+      detail: { name: "an example", files: [{ filename: "main.asy", main: true, content }, { filename: "lib.asy", main: false, content: "real r = 1;\n" }] } })), src);
+    await page.waitForSelector('#projects button[data-name="an example"][aria-current]');
+    await editorShows(page, src);
+    if ((await fileButtons(page)).join(",") !== "main.asy ★,lib.asy") throw new Error("files: " + (await fileButtons(page)).join(","));
+    if ((await projectNames(page)).length !== 2) throw new Error("projects: " + (await projectNames(page)).join(", "));
+  },
+  async "a project exports as a zip and imports as a new project"(page) {
+    await page.goto(base + "/");
+    await projectNames(page);
+    const src = `import lib;\nsize(2cm); draw(scale(r)*unitcircle); // zipped ${Date.now()}\n`;
+    await page.evaluate((content) => document.dispatchEvent(new CustomEvent("usher:new-project", {
+      detail: { name: "zipped", files: [{ filename: "main.asy", main: true, content }, { filename: "lib.asy", main: false, content: "real r = 0.5;\n" }] } })), src);
+    await page.waitForSelector('#projects button[data-name="zipped"][aria-current]');
+    const [dl] = await Promise.all([page.waitForEvent("download", { timeout: 10000 }), page.click("#export-project")]);
+    if (dl.suggestedFilename() !== "zipped.zip") throw new Error("export named " + dl.suggestedFilename());
+    const zip = readFileSync(await dl.path());
+    const got = unzipSync(new Uint8Array(zip));
+    const manifest = JSON.parse(strFromU8(got["usher-project.json"]));
+    if (strFromU8(got["main.asy"]) !== src || strFromU8(got["lib.asy"]) !== "real r = 0.5;\n") throw new Error("zip holds " + Object.keys(got).join(","));
+    if (JSON.stringify(manifest.files) !== JSON.stringify([{ filename: "main.asy", main: true }, { filename: "lib.asy", main: false }])) throw new Error("manifest: " + JSON.stringify(manifest));
+    await page.setInputFiles("#import-input", { name: "zipped.zip", mimeType: "application/zip", buffer: zip });
+    await page.waitForSelector('#projects button[data-name="zipped (2)"][aria-current]');
+    await editorShows(page, src);
+    await page.click("#compile");
+    await svgShown(page);
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("compile of the imported project: " + (await page.textContent("#status")));
+  },
+  async "a bad zip is refused with its reason and nothing is saved"(page) {
+    const info = await (await fetch(base + "/api/info")).json();
+    const main = (extra = {}) => ({ "main.asy": strToU8("size(2cm); draw(unitcircle);\n"), ...extra });
+    const cases = [
+      ["a parent path", zipSync(main({ "../evil.asy": strToU8("x") })), /"\.\.\/evil\.asy" contains "\/"/],
+      ["an absolute name", zipSync(main({ "/etc/evil.asy": strToU8("x") })), /contains "\/"/],
+      ["a folder", zipSync(main({ "dir/x.asy": strToU8("x") })), /contains "\/"/],
+      ["a backslash", zipSync(main({ "dir\\x.asy": strToU8("x") })), /contains "\\"/],
+      ["a symbolic link", zipSync(main({ "link.asy": [strToU8("/etc/passwd"), { os: 3, attrs: 0o120777 * 65536 }] })), /link\.asy is a symbolic link/],
+      ["a bomb that says so", zipSync(main({ "big.asy": new Uint8Array(info.maxUpload + 1).fill(32) })), /declare .* more than the server's limit .*maxUpload/],
+      ["a bomb that lies", lieAboutSize(zipSync(main({ "big.asy": new Uint8Array(info.maxUpload * 4).fill(32) })), "big.asy", 100), /big\.asy inflates to more than the 100 B the zip declares/],
+      ["too many files", zipSync(main(Object.fromEntries(Array.from({ length: info.maxFiles }, (_, i) => [`f${i}.asy`, strToU8("")])))), /more than the server's limit of \d+ .*maxFiles/],
+      ["a name the server refuses", zipSync(main({ "tool.exe": strToU8("MZ") })), /"tool\.exe" does not end in/],
+      ["content that is not its extension's", zipSync(main({ "lib.asy": new Uint8Array([0xff, 0xfe, 0x00, 0x41]) })), /lib\.asy is not a text file/],
+      ["no zip at all", strToU8("just text"), /not a zip file/],
+    ];
+    await page.goto(base + "/");
+    const before = await projectNames(page);
+    const failures = [];
+    for (const [what, zip, want] of cases) {
+      await page.evaluate(() => { document.getElementById("toast-text").textContent = ""; });
+      await page.setInputFiles("#import-input", { name: "bad.zip", mimeType: "application/zip", buffer: Buffer.from(zip) });
+      const text = await page.waitForFunction(() => document.getElementById("toast-text").textContent, null, { timeout: 10000 }).then((h) => h.jsonValue());
+      if (!/^bad\.zip was not imported: /.test(text) || !want.test(text)) failures.push(`${what}: ${text}`);
+    }
+    const after = await projectNames(page);
+    if (after.join() !== before.join()) failures.push("projects changed: " + after.join(", "));
+    const stored = await page.evaluate(() => new Promise((resolve) => { const r = indexedDB.open("usher"); r.onsuccess = () => { const q = r.result.transaction("projects").objectStore("projects").count(); q.onsuccess = () => resolve(q.result); }; }));
+    if (stored !== before.length) failures.push(`${stored} projects stored, want ${before.length}`);
+    if (failures.length) throw new Error(failures.join(" | "));
+  },
+  async "the time-limit menu is the server's tiers and default, which sends no timeout"(page) {
+    const info = await (await fetch(base + "/api/info")).json();
+    await page.goto(base + "/");
+    const want = ["default", ...info.timeouts.map((ms) => ms / 1000 + " s")];
+    await page.waitForFunction((w) => [...document.querySelectorAll("#timeout option")].map((o) => o.textContent).join() === w.join(), want, { timeout: 10000 })
+      .catch(async () => { throw new Error("time limits: " + (await page.$$eval("#timeout option", (os) => os.map((o) => o.textContent).join()))); });
+    await setSource(page, `size(2cm); draw(unitcircle); // default ${Date.now()}\n`);
+    const sent = [];
+    page.on("websocket", (ws) => ws.on("framesent", (f) => { if (typeof f.payload === "string" && f.payload.startsWith("options ")) sent.push(JSON.parse(f.payload.slice(8))); }));
+    await page.selectOption("#timeout", "");
+    await page.click("#compile");
+    await waitDone(page);
+    await page.selectOption("#timeout", String(info.timeouts[0]));
+    await page.click("#compile");
+    await waitDone(page);
+    if (sent.length !== 2 || "timeout" in sent[0] || sent[1].timeout !== info.timeouts[0]) throw new Error("options sent: " + JSON.stringify(sent));
+  },
+  async "uploads and shares past the server's limits are refused, naming the limit"(page) {
+    const info = await (await fetch(base + "/api/info")).json();
+    await page.goto(base + "/");
+    await projectNames(page);
+    const many = Array.from({ length: info.maxFiles }, (_, i) => ({ name: `f${i}.asy`, mimeType: "text/plain", buffer: Buffer.from("") }));
+    await page.setInputFiles("#upload-input", many);
+    await page.waitForFunction(() => /upload refused: .*maxFiles/.test(document.getElementById("toast-text").textContent), null, { timeout: 10000 });
+    await page.setInputFiles("#upload-input", { name: "big.asy", mimeType: "text/plain", buffer: Buffer.alloc(info.maxUpload + 1, 32) });
+    await page.waitForFunction(() => /upload refused: big\.asy .*maxUpload/.test(document.getElementById("toast-text").textContent), null, { timeout: 10000 });
+    if ((await fileButtons(page)).join() !== "main.asy ★") throw new Error("files after refused uploads: " + (await fileButtons(page)).join());
+    await page.setInputFiles("#upload-input", { name: "lib.asy", mimeType: "text/plain", buffer: Buffer.from("real r = 1;\n") });
+    await page.waitForFunction(() => [...document.querySelectorAll("#files button")].some((b) => b.textContent === "lib.asy"), null, { timeout: 10000 });
+    await page.click('#files button:text-is("main.asy ★")');
+    await setSource(page, "// " + "x".repeat(info.maxShare) + "\n");
+    await page.click("#share");
+    await page.waitForFunction(() => /share refused: .*maxShare/.test(document.getElementById("share-url").value), null, { timeout: 10000 });
+  },
+  async "an uploaded CSV and PNG are kept as data files, shown, compiled and shared (needs the server's data files)"(page) {
+    const info = await (await fetch(base + "/api/info")).json();
+    if (!info.extensions?.includes(".csv") || !info.binaryExtensions?.includes(".png")) throw new Error("the server allows no .csv or .png files: /api/info says " + JSON.stringify({ extensions: info.extensions, binaryExtensions: info.binaryExtensions }));
+    await page.goto(base + "/");
+    await projectNames(page);
+    const png = Buffer.from(await page.evaluate(async () => { // a real 2×2 PNG, from the browser's canvas
+      const c = new OffscreenCanvas(2, 2); c.getContext("2d").fillRect(0, 0, 1, 1);
+      const b = new Uint8Array(await (await c.convertToBlob({ type: "image/png" })).arrayBuffer());
+      return btoa(String.fromCharCode(...b));
+    }), "base64");
+    await page.setInputFiles("#upload-input", { name: "points.csv", mimeType: "text/csv", buffer: Buffer.from("0,0\n1,1\n2,0\n") });
+    await page.waitForFunction(() => [...document.querySelectorAll("#files button")].some((b) => b.textContent === "points.csv"), null, { timeout: 10000 });
+    // Dropped onto the file list.
+    const dt = await page.evaluateHandle((b64) => { const d = new DataTransfer(); d.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], "dot.png", { type: "image/png" })); return d; }, png.toString("base64"));
+    await page.dispatchEvent("#files", "drop", { dataTransfer: dt });
+    await page.waitForSelector('#file-view img[alt="preview of dot.png"]', { timeout: 10000 });
+    if (!(await page.$eval("#file-view img", (i) => i.complete && i.naturalWidth === 2))) throw new Error("the PNG preview did not load");
+    if (!(await page.isHidden("#editor"))) throw new Error("a PNG is shown in the editor");
+    await page.reload();
+    await page.click('#files button:text-is("dot.png")');
+    await page.waitForSelector('#file-view img[alt="preview of dot.png"]', { timeout: 10000 });
+    await page.click('#files button:text-is("main.asy ★")');
+    await setSource(page, `file f = input("points.csv").csv(); real[][] a = f.dimension(0, 2);\nsize(3cm); for (real[] p : a) dot((p[0], p[1])); // ${Date.now()}\n`);
+    const binary = [];
+    page.on("websocket", (ws) => ws.on("framesent", (f) => { if (typeof f.payload !== "string") binary.push(Buffer.from(f.payload)); }));
+    await page.click("#compile");
+    await waitDone(page);
+    if (!/^done/.test(await page.textContent("#status"))) throw new Error("compile with data files: " + (await page.textContent("#status")) + " " + (await page.textContent("#console")));
+    if (!binary.some((b) => b.equals(png))) throw new Error("the PNG was not sent as its bytes");
+    await page.click("#share");
+    await page.waitForFunction(() => /\/s\//.test(document.getElementById("share-url").value), null, { timeout: 10000 });
+    const id = (await page.inputValue("#share-url")).split("/s/")[1];
+    const shared = await (await fetch(`${base}/api/shares/${id}`)).json();
+    const dot = shared.files.find((f) => f.filename === "dot.png");
+    if (dot?.encoding !== "base64" || dot.content !== png.toString("base64")) throw new Error("shared dot.png: " + JSON.stringify(dot));
   },
 };
 
