@@ -111,7 +111,9 @@ type testBackend struct {
 
 func newTestBackend(t testing.TB, mutate ...func(*Config)) *testBackend {
 	t.Helper()
-	rec := &recorder{Starter: newTestRunner(t), tasks: make(chan sandbox.Task, 64), waited: make(chan sandbox.Outcome, 64)}
+	// Room for every task a test starts: a full buffer would block Start
+	// (TestBadInput starts one or two per case).
+	rec := &recorder{Starter: newTestRunner(t), tasks: make(chan sandbox.Task, 256), waited: make(chan sandbox.Outcome, 256)}
 	return newTestBackendWith(t, rec, mutate...)
 }
 
