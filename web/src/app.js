@@ -43,7 +43,7 @@ mountShell($("shell"), () => (project ? project.files.map(({ filename, content, 
 
 const view = new EditorView({
   parent: $("editor"),
-  state: EditorState.create({ doc: "", extensions: [] }),
+  state: EditorState.create({ doc: "", extensions: [themeC.of(themeExt())] }),
 });
 // Until the store opens a project (init, asynchronous) there is nothing to
 // edit: the editor is hidden and the file buttons are off.
@@ -211,6 +211,9 @@ function queuedText(m) {
 // (svg, or html for 3D). The status reaches done or failed when every
 // task of the run has ended.
 function run(live) {
+  // A compile asked for before the store has opened a project (init is
+  // asynchronous) runs once it has.
+  if (!project.current) { started.then(() => { if (project.current) run(live); }); return; }
   if (task) task.cancel();
   clearInterval(elapsedTimer);
   document.dispatchEvent(new CustomEvent("usher:run", { detail: { live } }));
@@ -418,4 +421,4 @@ async function init() {
   await store.init(snapshot);
   if (error) { setStatus(error); projectsUI.notice(error); }
 }
-init().catch((e) => { console.error(e); setStatus("the app could not start: " + (e?.message || e)); });
+const started = init().catch((e) => { console.error(e); setStatus("the app could not start: " + (e?.message || e)); });

@@ -21,8 +21,8 @@ export function mountProjects(pane, store) {
     rename: button("rename-project", "rename", "rename the open project"),
     duplicate: button("duplicate-project", "duplicate", "duplicate the open project"),
     delete: button("delete-project", "delete", "delete the open project"),
-    export: button("export-project", "export .zip", "export the open project as a zip file"),
-    import: button("import-project", "import .zip", "import a project from a zip file"),
+    export: button("export-project", "export .zip", "export .zip of the open project"),
+    import: button("import-project", "import .zip", "import .zip as a new project"),
   };
   const text = el("span", { id: "toast-text" });
   const undo = el("button", { id: "undo", textContent: "undo" });

@@ -789,8 +789,8 @@ const scenarios = {
     await page.focus('#gallery button.gallery-card[data-id="function-plot"]');
     await page.keyboard.press("Enter");
     if (await page.$("#gallery[open]")) throw new Error("choosing leaves the gallery open");
-    const text = await page.textContent(".cm-content");
-    if (!text.includes("import graph;")) throw new Error("editor after choosing: " + text.slice(0, 100));
+    await page.waitForFunction(() => document.querySelector(".cm-content")?.textContent.includes("import graph;"), null, { timeout: 5000 })
+      .catch(async () => { throw new Error("editor after choosing: " + (await page.textContent(".cm-content")).slice(0, 100)); });
     await page.click("#compile");
     await svgShown(page);
     await waitDone(page);
@@ -800,6 +800,7 @@ const scenarios = {
     // A project of two files opens both.
     await page.click("#examples");
     await page.click('#gallery button.gallery-card[data-id="own-module"]');
+    await page.waitForFunction(() => document.querySelectorAll("#files button").length === 2, null, { timeout: 5000 }).catch(() => {});
     const files = await fileButtons(page);
     if (files.length !== 2 || !files.some((f) => f.startsWith("shapes.asy"))) throw new Error("files " + files.join(", "));
   },
