@@ -64,7 +64,7 @@ imagetest: build
 	@bash scripts/imagetest.sh
 
 # Benchmarks: figures go into docs/benchmarks.md with this command.
-bench: deps
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/sched/
 	bash bench/cycleratio.sh -n 9
 	$(GO) test -run '^$$' -bench 'Protocol$$' -benchmem ./internal/backend/
@@ -79,6 +79,7 @@ bench: deps
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
 	$(GO) run ./bench/asyload -mode estimates -backends 2 -clients 40 -every 150ms -warmup 40 -runs 3
 	bash bench/estimates-redis.sh -b 2 -- -clients 40 -every 150ms -warmup 40 -runs 3
+	bash bench/startup.sh -n 5 $(BIN)
 
 # A tiny run of every bench program, so that a command docs/benchmarks.md
 # gives cannot rot unnoticed; its figures mean nothing.
@@ -87,6 +88,7 @@ benchsmoke: build
 	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1
 	bash bench/estimates-redis.sh -b 1 -- -clients 3 -every 50ms -warmup 1 -busy-max 300ms
 	$(GO) run ./bench/soak -duration 10s -every 3s -bin $(BIN)
+	bash bench/startup.sh -n 1 $(BIN)
 	cd bench/jobsbench && $(GO) vet . && $(GO) run . -systems usher,usher-redis -n 300 -runs 1 -pickups 2 -pickup-gap 10ms -settle 100ms -usher-concurrency 64 -usher-bin $(CURDIR)/$(BIN)
 
 # usher's generic jobs side by side with hibiken/asynq (on a redis-server)

@@ -314,9 +314,14 @@ picture d; glass(d); shipout("glass",d,P=orthographic(0,0,1),format="eps");
 currentprojection=P; mixed(currentpicture);
 `
 
+// renderTestLimit bounds one test figure of the start-up check: a hung
+// sandbox is caught, while a machine busy with other work (a 3D png takes
+// several seconds of CPU) still starts.
+const renderTestLimit = 90 * time.Second
+
 // renderTest renders src through the Runner itself.
 func (r *Runner) renderTest(format, src string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), renderTestLimit)
 	defer cancel()
 	sink := &collectSink{}
 	run, err := r.Start(ctx, Task{
