@@ -393,6 +393,15 @@ func TestInteractive(t *testing.T) {
 	c.send(VerbOptions, map[string]any{"interactive": true, "timeout": 20000})
 	c.send(VerbRun, nil)
 	c.sendPayload(VerbInput, nil, []byte("write(1+2);\n"))
+	awaitAnswer3(t, c)
+	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	tb.rec.ended(t, 10*time.Second)
+}
+
+// awaitAnswer3 reads c until the shell's output holds the answer to
+// write(1+2), failing when the task completes first.
+func awaitAnswer3(t *testing.T, c *client) {
+	t.Helper()
 	var seen strings.Builder
 	c.until(func(m message) bool {
 		if m.verb == VerbComplete {
@@ -401,8 +410,6 @@ func TestInteractive(t *testing.T) {
 		seen.Write(m.payload)
 		return answer3.MatchString(seen.String())
 	})
-	_ = c.ws.Close(websocket.StatusNormalClosure, "")
-	tb.rec.ended(t, 10*time.Second)
 }
 
 // A bare shell: an interactive task with no file at all runs, answers its
@@ -413,14 +420,7 @@ func TestInteractiveBareShell(t *testing.T) {
 	c.send(VerbOptions, map[string]any{"interactive": true, "timeout": 4000})
 	c.send(VerbRun, nil)
 	c.sendPayload(VerbInput, nil, []byte("write(1+2);\n"))
-	var seen strings.Builder
-	c.until(func(m message) bool {
-		if m.verb == VerbComplete {
-			t.Fatalf("complete before the answer: %s (output %q)", m.body, seen.String())
-		}
-		seen.Write(m.payload)
-		return answer3.MatchString(seen.String())
-	})
+	awaitAnswer3(t, c)
 	c.sendPayload(VerbInput, nil, []byte("while(true) {}\n"))
 	msgs, _ := c.transcript()
 	if done := last(t, msgs); done.Success || done.Error != "Execution aborted due to the time limit (4000ms)" {
