@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/usherhq/usher/internal/sandbox"
@@ -56,8 +55,8 @@ func TestEveryExampleCompilesInEveryFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	sem := make(chan struct{}, 2) // the machine's two cores
-	var wg sync.WaitGroup
+	// One at a time: the other packages' tests share the machine's cores,
+	// and some of them give asy only seconds.
 	for _, ex := range all {
 		files := taskFiles(t, ex)
 		for _, f := range files {
@@ -66,16 +65,9 @@ func TestEveryExampleCompilesInEveryFormat(t *testing.T) {
 			}
 		}
 		for _, format := range ex.Formats {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				compile(t, r, ex.ID, sandbox.Task{Files: files, Format: format})
-			}()
+			compile(t, r, ex.ID, sandbox.Task{Files: files, Format: format})
 		}
 	}
-	wg.Wait()
 }
 
 func taskFiles(t *testing.T, ex Example) []sandbox.File {
