@@ -27,6 +27,37 @@ type catalogs struct {
 	symbols, tex, examples *staticJSON
 }
 
+// pendingCatalogs are the catalogs while they are made: asking asy and
+// the TeX tree takes seconds, once, and holds up neither the server's
+// start nor its readiness; a request for a catalog waits for them.
+type pendingCatalogs struct {
+	ready chan struct{}
+	c     catalogs
+}
+
+// startCatalogs makes the catalogs in the background. They outlive ctx's
+// cancellation (asy's listing has its own time limit).
+func startCatalogs(ctx context.Context, asy, version string, log interface{ Info(string, ...any) }) *pendingCatalogs {
+	p := &pendingCatalogs{ready: make(chan struct{})}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		p.c = loadCatalogs(ctx, asy, version, log)
+		close(p.ready)
+	}()
+	return p
+}
+
+// handler serves the catalog pick chooses, once they are made.
+func (p *pendingCatalogs) handler(pick func(catalogs) *staticJSON) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-p.ready:
+			pick(p.c).ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	})
+}
+
 // loadCatalogs asks asy and the TeX installation, at the same time, and
 // reads the examples; what cannot be had is served as a 503 saying why.
 func loadCatalogs(ctx context.Context, asy, version string, log interface{ Info(string, ...any) }) catalogs {

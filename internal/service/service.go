@@ -144,7 +144,7 @@ type Service struct {
 	// the result cache's key.
 	asyVersion string
 	// catalogs are the editor's: asy's symbols, TeX, the examples.
-	catalogs catalogs
+	catalogs *pendingCatalogs
 	ready    atomic.Bool
 	stopAll  context.CancelFunc
 	ctx      context.Context
@@ -208,10 +208,9 @@ func (s *Service) open(ctx context.Context) error {
 		qcfg.AsyVersion = asyVersion(ctx)
 	}
 	s.asyVersion, s.queueCfg = qcfg.AsyVersion, qcfg.WithDefaults()
-	// The editor's catalogs are made while the mode opens (the sandbox's
-	// self-test takes longer); the routes need them.
-	catalogsc := make(chan catalogs, 1)
-	go func() { catalogsc <- loadCatalogs(ctx, s.cfg.asy, s.asyVersion, s.cfg.Logger) }()
+	// The editor's catalogs are made beside the rest of the start; a
+	// request for one waits until they are.
+	s.catalogs = startCatalogs(ctx, s.cfg.asy, s.asyVersion, s.cfg.Logger)
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s.mode, err = s.openMode(ctx); err != nil {
 		return err
@@ -226,7 +225,6 @@ func (s *Service) open(ctx context.Context) error {
 	if err := s.openServers(ctx, qcfg); err != nil {
 		return err
 	}
-	s.catalogs = <-catalogsc
 	s.handler = s.routes()
 	if s.cfg.AdminAddr != "" {
 		s.admin = s.adminRoutes()
@@ -289,9 +287,9 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /livez", livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /api/info", s.apiInfo)
-	mux.Handle("GET /api/symbols", s.catalogs.symbols)
-	mux.Handle("GET /api/tex", s.catalogs.tex)
-	mux.Handle("GET /api/examples", s.catalogs.examples)
+	mux.Handle("GET /api/symbols", s.catalogs.handler(func(c catalogs) *staticJSON { return c.symbols }))
+	mux.Handle("GET /api/tex", s.catalogs.handler(func(c catalogs) *staticJSON { return c.tex }))
+	mux.Handle("GET /api/examples", s.catalogs.handler(func(c catalogs) *staticJSON { return c.examples }))
 	mux.Handle("/v1/", s.mode.v1())
 	mux.Handle("POST /api/shares", p.Shares(http.HandlerFunc(s.apiPostShare)))
 	mux.Handle("GET /api/shares/{id}", p.Shares(http.HandlerFunc(s.apiGetShare)))
