@@ -231,8 +231,8 @@ func TestHostile3D(t *testing.T) {
 // bp. The
 // service refuses the others with a clear message: settings.outformat
 // cannot change the task's format ("No image output" and a line saying
-// why), and settings.prc needs LaTeX's media9 package, which the service
-// does not install (PRC shows in Adobe Reader only).
+// why). settings.prc embeds the 3D scene as PRC (LaTeX's media9 package,
+// from texlive-latex-extra; it shows in Adobe Reader only).
 func TestSettingsInFile(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Limits{})
@@ -270,9 +270,9 @@ func TestSettingsInFile(t *testing.T) {
 	t.Run("prc", func(t *testing.T) {
 		t.Parallel()
 		o, s := run(t, FormatPDF, "settings.prc=true;\n"+sphere)
-		wantOutcome(t, o, false, "Execution failed with code 1", s)
-		if out := s.Text(""); !strings.Contains(out, "File `media9.sty' not found") {
-			t.Fatalf("output %q", tail(out, 2000))
+		wantOutcome(t, o, true, "", s)
+		if !bytes.Contains(s.Image(0), []byte("/Subtype/3D")) {
+			t.Fatal("settings.prc=true gave a pdf without a 3D annotation")
 		}
 	})
 }
