@@ -19,7 +19,9 @@ export function setLimits(info) {
   }
 }
 
-const extOf = (name) => { const i = name.lastIndexOf("."); return i < 0 ? "" : name.slice(i).toLowerCase(); };
+// The extension as the server reads it (path.Ext): case counts, so
+// "photo.PNG" is not a ".png".
+const extOf = (name) => { const i = name.lastIndexOf("."); return i < 0 ? "" : name.slice(i); };
 /** isBinaryName says whether a file of that name is kept as bytes. */
 export const isBinaryName = (name) => limits.binaryExtensions.includes(extOf(name));
 /** isBinary says whether a project file's content is bytes. */
@@ -41,7 +43,8 @@ export function bytesText(n) {
  * nameError says why name cannot be a project file's name, or null: the
  * server's rules (internal/sandbox.CheckFileName) with its list of
  * extensions: at most 255 bytes, no NUL or control character, no "/",
- * "\", "..", and an allowed extension.
+ * "\", "..", an allowed extension, and no data file named like asy's
+ * own output ("out.*", "out_*").
  */
 export function nameError(name) {
   const shown = JSON.stringify(name.length > 64 ? name.slice(0, 64) + "…" : name);
@@ -52,6 +55,7 @@ export function nameError(name) {
   if (name.includes("\\")) return `file name ${shown} contains "\\"`;
   if (name.includes("..")) return `file name ${shown} contains ".."`;
   if (!limits.extensions.includes(extOf(name))) return `file name ${shown} does not end in ${limits.extensions.join(", ")} (the server's extensions)`;
+  if (extOf(name) !== ".asy" && /^out[._]/.test(name)) return `file name ${shown} is reserved for asy's output`;
   return null;
 }
 

@@ -1183,6 +1183,8 @@ const scenarios = {
       ["a bomb that lies", lieAboutSize(zipSync(main({ "big.asy": new Uint8Array(info.maxUpload * 4).fill(32) })), "big.asy", 100), /big\.asy inflates to more than the 100 B the zip declares/],
       ["too many files", zipSync(main(Object.fromEntries(Array.from({ length: info.maxFiles }, (_, i) => [`f${i}.asy`, strToU8("")])))), /more than the server's limit of \d+ .*maxFiles/],
       ["a name the server refuses", zipSync(main({ "tool.exe": strToU8("MZ") })), /"tool\.exe" does not end in/],
+      ["an extension in capitals (the server's match is exact)", zipSync(main({ "photo.PNG": strToU8("x") })), /"photo\.PNG" does not end in/],
+      ["a data file named like asy's output", zipSync(main({ "out.csv": strToU8("1,2\n") })), /"out\.csv" is reserved for asy's output/],
       ["content that is not its extension's", zipSync(main({ "lib.asy": new Uint8Array([0xff, 0xfe, 0x00, 0x41]) })), /lib\.asy is not a text file/],
       ["no zip at all", strToU8("just text"), /not a zip file/],
     ];
