@@ -23,8 +23,11 @@ vet:
 lint:
 	$(GO) tool staticcheck ./...
 
+# The slowest packages come first, so that the others fill the cores
+# beside them rather than after them.
+SLOW_PACKAGES := ./internal/redisq/e2etest/ ./internal/sandbox/ ./internal/examples/
 unit:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m $(SLOW_PACKAGES) ./...
 
 test: deps vet lint unit webcheck webtest benchsmoke
 

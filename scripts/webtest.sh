@@ -18,10 +18,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-# wait_ready URL PID LOG: polls URL until it answers (30 s: sandboxes start
-# slowly on a busy machine), failing when PID exits.
+# wait_ready URL PID LOG: polls URL until it answers (60 s: sandboxes start
+# slowly on a busy machine, three at once here), failing when PID exits.
 wait_ready() {
-  for _ in $(seq 300); do
+  for _ in $(seq 600); do
     curl -fs "$1" >/dev/null 2>&1 && return 0
     kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
     sleep 0.1
@@ -34,13 +34,11 @@ fport=$(free_port)
 ./bin/usher serve --admin-token "$token" --allowed-origins "http://localhost:$fport" --listen "127.0.0.1:$port" --data "$tmp/usher.db" --backends 2 --medium-limit 2 --slow-limit 2 --log-level warn >"$tmp/serve.log" 2>&1 &
 pid=$!
 pids+=("$pid")
-wait_ready "http://127.0.0.1:$port/readyz" "$pid" "$tmp/serve.log"
 
 aport=$(free_port)
 ./bin/usher serve --auth --admin-token "$token" --listen "127.0.0.1:$aport" --data "$tmp/auth.db" --backends 1 --log-level warn >"$tmp/auth.log" 2>&1 &
 apid=$!
 pids+=("$apid")
-wait_ready "http://127.0.0.1:$aport/readyz" "$apid" "$tmp/auth.log"
 
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --dir "$tmp" --save "" --appendonly no --logfile "$tmp/redis.log" &
@@ -52,6 +50,9 @@ pids+=("$mpid")
 ./bin/usher scheduler --redis "redis://127.0.0.1:$rport" --node webtest-sched --listen 127.0.0.1:0 --admin-token "$token" --log-level warn >"$tmp/sched.log" 2>&1 &
 spid=$!
 pids+=("$spid")
+# All three start at once, so that their sandboxes' start-up checks overlap.
+wait_ready "http://127.0.0.1:$port/readyz" "$pid" "$tmp/serve.log"
+wait_ready "http://127.0.0.1:$aport/readyz" "$apid" "$tmp/auth.log"
 wait_ready "http://127.0.0.1:$mport/readyz" "$mpid" "$tmp/multi.log"
 
 USHER_URL="http://127.0.0.1:$port" USHER_FORUM_PORT="$fport" USHER_TOKEN="$token" USHER_AUTH_URL="http://127.0.0.1:$aport" USHER_MULTINODE_URL="http://127.0.0.1:$mport" USHER_SCHEDULER_PID="$spid" \

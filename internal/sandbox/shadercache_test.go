@@ -257,7 +257,8 @@ func TestShaderCacheIsPrivate(t *testing.T) {
 }
 
 // The template holds the shader programs of the benchmark's sphere and of
-// the test set's figures (figures3D), so that their tasks compile nothing
+// the test set's figures (figures3D), each rendered to a png that must
+// show its scene (checkRendered), so that their tasks compile nothing
 // or almost nothing: run with a private, writable copy of the template
 // (copyShaderCache), a task adds to its copy only what Mesa did not find.
 // The transparent cube with a label still misses one variant.
@@ -286,6 +287,10 @@ func TestShaderTemplateCoversFigures(t *testing.T) {
 		task.Format = FormatPNG
 		o, s := runTask(t, r, task)
 		wantOutcome(t, o, true, "", s)
+		if s.ImageCount() != 1 || !HasMagic(FormatPNG, s.Image(0)) {
+			t.Fatalf("%d images, want one png", s.ImageCount())
+		}
+		checkRendered(t, FormatPNG, s.Image(0))
 	}
 	for range 2 {
 		render(testFigure3D)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -108,17 +109,39 @@ func (d *deployment) startScheduler(name string, extra ...string) *testbin.Proc 
 
 func (d *deployment) startBackend(name string, extra ...string) *testbin.Proc {
 	d.t.Helper()
+	return d.startBackends([]string{name}, extra...)[0]
+}
+
+// startBackends starts a backend of each name at once, so that their
+// start-up checks of the sandbox overlap, and waits until every one
+// listens; extra are flags for each.
+func (d *deployment) startBackends(names []string, extra ...string) []*testbin.Proc {
+	d.t.Helper()
 	args := append([]string{"backend", "--redis", d.redisURL, "--listen", "127.0.0.1:0",
 		"--work-root", d.work, "--log-level", "debug"}, extra...)
-	p := testbin.Start(d.t, name, d.bin, args...)
-	m, err := p.WaitFor(listeningRE, startBound)
-	if err != nil {
-		d.t.Fatal(err)
+	procs := make([]*testbin.Proc, len(names))
+	for i, name := range names {
+		procs[i] = testbin.Start(d.t, name, d.bin, args...)
 	}
-	d.mu.Lock()
-	d.backends[m[2]] = p // by the ID it registered with
-	d.mu.Unlock()
-	return p
+	for _, p := range procs {
+		m, err := p.WaitFor(listeningRE, startBound)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		d.mu.Lock()
+		d.backends[m[2]] = p // by the ID it registered with
+		d.mu.Unlock()
+	}
+	return procs
+}
+
+// backendNames are n backends' names: backend-1, backend-2, ….
+func backendNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "backend-" + strconv.Itoa(i+1)
+	}
+	return names
 }
 
 // startTwoOfEach starts two schedulers, two backends and two queue
@@ -128,8 +151,7 @@ func (d *deployment) startTwoOfEach() []*front {
 	d.t.Helper()
 	d.startScheduler("sched-1")
 	d.startScheduler("sched-2")
-	d.startBackend("backend-1")
-	d.startBackend("backend-2")
+	d.startBackends(backendNames(2))
 	fronts := []*front{d.startFront("front-1"), d.startFront("front-2")}
 	d.waitLeader(10*time.Second, "")
 	d.waitBackends(2)

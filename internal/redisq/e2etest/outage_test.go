@@ -21,11 +21,11 @@ const sleepy = "usleep(2000000); // %d\ndraw((0,0)--(1,1));\n"
 const outage = 6 * time.Second
 
 func TestRedisKilledAndRestartedUnderClients(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec")
 	d := newDeployment(t, srv.URL())
 	d.startScheduler("sched-1", "--medium-limit", "2")
-	d.startBackend("backend-1")
-	d.startBackend("backend-2")
+	d.startBackends(backendNames(2))
 	f := d.startFront("front-1")
 	d.waitLeader(10*time.Second, "")
 	d.waitBackends(2)

@@ -13,6 +13,7 @@ import (
 // source is in Redis, and with the result cache off the second server
 // computes it again on its own backends.
 func TestRenderResultIDServedByAnotherQueueServer(t *testing.T) {
+	t.Parallel()
 	d := newSingleRedis(t)
 	d.startScheduler("sched-1")
 	d.startBackend("backend-1")

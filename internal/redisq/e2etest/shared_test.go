@@ -17,6 +17,7 @@ import (
 // by another from the shared result cache, without running asy again (the
 // only backend is gone by then).
 func TestSharesAndResultsAcrossQueueServers(t *testing.T) {
+	t.Parallel()
 	d := newSingleRedis(t)
 	d.startScheduler("sched-1")
 	backend := d.startBackend("backend-1")
