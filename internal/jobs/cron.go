@@ -162,7 +162,7 @@ func (e *Engine) CreateCron(ctx context.Context, sp jobtype.CronSpec) (jobtype.C
 		e.mu.Unlock()
 		return jobtype.Cron{}, err
 	}
-	if c.next.IsZero() && !rec.Paused {
+	if c.after(rec.From).IsZero() {
 		e.mu.Unlock()
 		return jobtype.Cron{}, invalid("spec", "%q has no tick in the next five years", rec.Spec)
 	}
@@ -303,10 +303,19 @@ func (e *Engine) fireCronsLocked(now time.Time) {
 	if e.cronNext.IsZero() || e.cronNext.After(now) {
 		return
 	}
+	var due []*cronEntry
 	for _, c := range e.crons {
-		if c.next.IsZero() || c.next.After(now) {
-			continue
+		if !c.next.IsZero() && !c.next.After(now) {
+			due = append(due, c)
 		}
+	}
+	sort.Slice(due, func(i, j int) bool { // ids in tick order, then by name
+		if !due[i].next.Equal(due[j].next) {
+			return due[i].next.Before(due[j].next)
+		}
+		return due[i].rec.Name < due[j].rec.Name
+	})
+	for _, c := range due {
 		tick := c.latestDue(c.next, now)
 		e.fireLocked(c, tick)
 		c.next = c.after(tick)
