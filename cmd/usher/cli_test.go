@@ -176,6 +176,23 @@ edges:
 		{args: []string{"token", "rm", "{tokid}"}, out: []string{"deleted token {tokid}"}},
 		{args: []string{"queue", "ls"}, noToken: true, err: "no token was given: pass one with --token or $USHER_TOKEN"},
 		{args: []string{"queue", "ls", "--token", "usher_wrong"}, noToken: true, err: "does not know this token"},
+		{args: []string{"cron", "add", "nightly", "30 2 * * *", "--queue", "scan", "--timezone", "Europe/Paris", "--payload", `{"k":1}`, "--priority", "3"},
+			out: []string{"NAME", "NEXT", "nightly", "30 2 * * *", "Europe/Paris", "scan", "false"}},
+		{args: []string{"cron", "add", "bad", "61 * * * *", "--queue", "scan"}, err: "spec: \"61 * * * *\" does not parse"},
+		{args: []string{"cron", "add", "bad", "@daily", "--queue", "scan", "--timezone", "Moon/Base"}, err: "timezone: unknown time zone"},
+		{args: []string{"cron", "pause", "nightly"}, out: []string{"nightly", "true"}},
+		{args: []string{"cron", "resume", "nightly", "--json"}, json: func(t *testing.T, v map[string]any) {
+			job, _ := v["job"].(map[string]any)
+			if v["paused"] != false || v["nextAt"] == nil || job["priority"] != 3.0 || job["queue"] != "scan" {
+				t.Errorf("resumed %v", v)
+			}
+		}},
+		{args: []string{"cron", "ls", "--json"}, json: func(t *testing.T, v map[string]any) {
+			if c, _ := v["crons"].([]any); len(c) != 1 {
+				t.Errorf("crons %v", v)
+			}
+		}},
+		{args: []string{"cron", "remove", "nightly"}, out: []string{"deleted periodic job nightly"}},
 		{args: []string{"queue", "flush", "scan"}, out: []string{"cancelled 6 queued jobs of scan"}},
 		{args: []string{"queue", "rm", "scan", "--json"}, json: func(t *testing.T, v map[string]any) {
 			if d, _ := v["deleted"].([]any); len(d) != 1 {

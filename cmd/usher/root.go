@@ -22,6 +22,6 @@ Asymptote compile service with sandboxed backends.`,
 	root.AddCommand(newServeCommand(), newBackendCommand(), newAgentCommand(),
 		newQueueCommand(), newLimitCommand(), newEnqueueCommand(), newTargetsCommand(),
 		newWorkflowCommand(), newJobsCommand(), newStatsCommand(), newTokenCommand(),
-		newSchedulerCommand(), newShareCommand(), newBackupCommand())
+		newSchedulerCommand(), newShareCommand(), newBackupCommand(), newCronCommand())
 	return root
 }

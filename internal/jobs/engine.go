@@ -101,6 +101,9 @@ type Engine struct {
 	last     Pending // the changes appended last: waiting on it waits on all
 
 	wake chan struct{} // the clock loop recomputes its deadline
+
+	crons    map[string]*cronEntry // periodic jobs by name (cron.go)
+	cronNext time.Time             // their earliest next tick; zero: none
 }
 
 // liveJob is what the engine keeps of an unfinished job beside the core.
@@ -137,14 +140,18 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Run applies the passage of time until ctx ends: lapsed agent leases and
-// retries whose backoff ended.
+// Run applies the passage of time until ctx ends: lapsed agent leases,
+// retries whose backoff ended and the ticks of periodic jobs. It sleeps
+// until the earliest of them.
 func (e *Engine) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
 		next := e.core.NextDeadline()
+		if !e.cronNext.IsZero() && (next.IsZero() || e.cronNext.Before(next)) {
+			next = e.cronNext
+		}
 		e.mu.Unlock()
 		wait := time.Hour
 		if !next.IsZero() {
@@ -162,14 +169,22 @@ func (e *Engine) Run(ctx context.Context) {
 }
 
 func (e *Engine) tick() {
+	if err := e.Tick(context.Background()); err != nil {
+		e.logWriteFailure("jobs: writing expired leases, retries and periodic jobs", err)
+	}
+}
+
+// Tick applies the passage of time up to the clock's now, as Run does at
+// each deadline, and waits until the changes are durable. Tests that
+// inject a clock call it after moving the clock.
+func (e *Engine) Tick(ctx context.Context) error {
 	e.mu.Lock()
 	e.core.Tick()
+	e.fireCronsLocked(e.cfg.Now())
 	e.afterChangeLocked()
 	p := e.flushLocked()
 	e.mu.Unlock()
-	if err := p.Wait(context.Background()); err != nil {
-		e.logWriteFailure("jobs: writing expired leases and retries", err)
-	}
+	return p.Wait(ctx)
 }
 
 // poke tells the clock loop that the next deadline may have moved.

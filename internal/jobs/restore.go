@@ -42,6 +42,10 @@ func (e *Engine) restore(ctx context.Context) error {
 		return err
 	}
 	e.mu.Lock()
+	if err := e.restoreCrons(snap.Crons); err != nil {
+		e.mu.Unlock()
+		return err
+	}
 	return e.commit(ctx)
 }
 

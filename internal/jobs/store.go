@@ -45,6 +45,21 @@ type Snapshot struct {
 	Jobs         []Record // unfinished, in id order
 	NextJob      int64
 	NextWorkflow int64
+	Crons        []CronRecord // periodic jobs, sorted by name
+}
+
+// CronRecord is a periodic job's entry as stored: its definition, the
+// last tick that made a job, and From, the time from which its ticks
+// count (its creation, or its last resumption): the next tick is the
+// first after both (docs/design.md, "Periodic jobs").
+type CronRecord struct {
+	Name     string          `json:"name"`
+	Spec     string          `json:"spec"`
+	Timezone string          `json:"timezone"`
+	Job      jobtype.JobSpec `json:"job"` // the template; Queue set
+	Paused   bool            `json:"paused"`
+	LastAt   time.Time       `json:"lastAt"`
+	From     time.Time       `json:"from"`
 }
 
 // Record is an unfinished job as stored.
@@ -78,6 +93,9 @@ const (
 	OpFinish                        // ID, State, At, Result (may be nil)
 	OpReset                         // ID, At, Record, Name (its workflow's): a finished job queued again with fresh attempts; written anew from Record if a prune deleted it
 	OpPrune                         // At: finished jobs that finished before At are deleted
+	OpPutCron                       // Cron: a periodic job's entry, created or changed
+	OpDeleteCron                    // Name: a periodic job's entry is removed
+	OpFireCron                      // Record, Cron: a tick's job inserted and its entry's LastAt, in one write
 )
 
 // Op is one change to durable state.
@@ -93,4 +111,5 @@ type Op struct {
 	Limit   *jobtype.KeyLimit
 	Record  *Record
 	Result  *jobtype.Result
+	Cron    *CronRecord
 }

@@ -67,10 +67,15 @@ func (e *Engine) submitLocked(specs []sched.JobSpec, edges []sched.Edge) error {
 
 // addLive records a submitted job beside the core and for the store.
 func (e *Engine) addLive(r *Record, after []string) {
+	e.trackLive(r, after)
+	e.emit(Op{Kind: OpInsert, Record: r})
+}
+
+// trackLive records a submitted job beside the core.
+func (e *Engine) trackLive(r *Record, after []string) {
 	id := jobID(r.ID)
 	e.live[id] = &liveJob{n: r.ID, id: id, queue: r.Spec.Queue, payload: r.Spec.Payload,
 		timeoutMs: r.Spec.TimeoutMs, after: after, workflow: r.Workflow}
-	e.emit(Op{Kind: OpInsert, Record: r})
 }
 
 // prepareLocked checks a job and resolves its tier and dependencies; it

@@ -95,6 +95,11 @@ func Handler(cfg Config) http.Handler {
 		{"POST /v1/tokens", permAdmin, a.createToken},
 		{"GET /v1/tokens", permAdmin, a.listTokens},
 		{"DELETE /v1/tokens/{id}", permAdmin, a.deleteToken},
+		{"POST /v1/cron", permAdmin, a.createCron},
+		{"GET /v1/cron", permRead, a.listCrons},
+		{"GET /v1/cron/{name}", permRead, a.getCron},
+		{"PATCH /v1/cron/{name}", permAdmin, a.updateCron},
+		{"DELETE /v1/cron/{name}", permAdmin, a.deleteCron},
 	}
 	for _, rt := range routes {
 		mux.Handle(rt.pattern, a.guard(rt.perm, rt.h))

@@ -52,6 +52,10 @@ CREATE TABLE job_deps (job INTEGER NOT NULL, dep INTEGER NOT NULL, PRIMARY KEY (
 -- The next job and workflow ids, as a prune leaves them: a pruned id is
 -- never handed out again, even when it was the newest.
 CREATE TABLE job_next_ids (kind TEXT PRIMARY KEY, next INTEGER NOT NULL) WITHOUT ROWID;
+`, `
+-- Periodic jobs: name → the entry's record as JSON (jobs.CronRecord), its
+-- lastAt written in the transaction that inserts that tick's job.
+CREATE TABLE job_crons (name TEXT PRIMARY KEY, rec TEXT NOT NULL) WITHOUT ROWID;
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -113,6 +117,9 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 		return nil, err
 	}
 	if err := s.loadJobs(ctx, snap); err != nil {
+		return nil, err
+	}
+	if err := s.loadCrons(ctx, snap); err != nil {
 		return nil, err
 	}
 	err := s.db.QueryRowContext(ctx, nextIDQuery, "jobs").Scan(&snap.NextJob)
@@ -310,4 +317,25 @@ func (s *Store) WorkflowInfo(ctx context.Context, id int64) (string, error) {
 		return "", fmt.Errorf("sqlitejobs: workflow %d: %w", id, err)
 	}
 	return name, nil
+}
+
+// loadCrons reads the periodic jobs, sorted by name.
+func (s *Store) loadCrons(ctx context.Context, snap *jobs.Snapshot) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT rec FROM job_crons ORDER BY name`)
+	if err != nil {
+		return fmt.Errorf("sqlitejobs: load periodic jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		var r jobs.CronRecord
+		if err := rows.Scan(&b); err != nil {
+			return fmt.Errorf("sqlitejobs: load periodic jobs: %w", err)
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("sqlitejobs: load periodic job: %w", err)
+		}
+		snap.Crons = append(snap.Crons, r)
+	}
+	return rows.Err()
 }

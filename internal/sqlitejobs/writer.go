@@ -54,6 +54,8 @@ var statements = map[string]string{
 		WHERE id IN (SELECT value FROM json_each(?))`,
 	"reset": `UPDATE jobs SET state = 0, attempt = 0, agent = NULL, ready_at = NULL, started_at = NULL,
 		finished_at = NULL, exit_code = NULL, output = NULL, error = NULL WHERE id = ?`,
+	"putCron":    `INSERT INTO job_crons (name, rec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET rec = excluded.rec`,
+	"deleteCron": `DELETE FROM job_crons WHERE name = ?`,
 }
 
 func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
@@ -192,6 +194,8 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 			}
 		}
 		return nil
+	case jobs.OpPutCron, jobs.OpDeleteCron, jobs.OpFireCron:
+		return w.cron(ctx, tx, op)
 	}
 	return fmt.Errorf("sqlitejobs: unknown change kind %d", op.Kind)
 }
@@ -247,4 +251,25 @@ func resultArgs(r *jobtype.Result) (any, any, any) {
 		return nil, nil, nil
 	}
 	return r.ExitCode, r.Output, r.Error
+}
+
+// cron writes a periodic job's entry; a fire inserts the tick's job in
+// the same transaction.
+func (w *writer) cron(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
+	if op.Kind == jobs.OpDeleteCron {
+		return w.exec(ctx, tx, "deleteCron", op.Name)
+	}
+	if op.Cron == nil || (op.Kind == jobs.OpFireCron && op.Record == nil) {
+		return fmt.Errorf("sqlitejobs: periodic-job change %d without its entry or job", op.Kind)
+	}
+	if op.Kind == jobs.OpFireCron {
+		if err := w.insert(ctx, tx, op.Record); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(op.Cron)
+	if err != nil {
+		return fmt.Errorf("sqlitejobs: periodic job %q: %w", op.Cron.Name, err)
+	}
+	return w.exec(ctx, tx, "putCron", op.Cron.Name, b)
 }

@@ -52,6 +52,8 @@ func Run(t *testing.T, open Opener) {
 		{"RetryOfAWorkflowJobPrunedBetweenItsReadsFindsNoJob", func(t *testing.T, open func(t *testing.T) jobs.Store) {
 			testRetryRacingAPrune(t, open, true, "job")
 		}},
+		{"PeriodicJobEntries", testCronEntries},
+		{"PeriodicJobsUnderTheEngine", testCronEngine},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

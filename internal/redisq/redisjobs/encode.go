@@ -93,9 +93,36 @@ func (e *encoder) op(op *jobs.Op) error {
 		e.job(op.ID)
 	case jobs.OpReset:
 		return e.reset(op)
+	case jobs.OpPutCron, jobs.OpDeleteCron, jobs.OpFireCron:
+		return e.cron(op)
 	default:
 		return fmt.Errorf("redisjobs: unknown change kind %d", op.Kind)
 	}
+	return nil
+}
+
+// cron encodes a periodic job's change: its entry written or removed
+// (changes cp, cd); a fire is its job's insert, then the entry.
+func (e *encoder) cron(op *jobs.Op) error {
+	if op.Kind == jobs.OpDeleteCron {
+		e.add("cd", op.Name)
+		e.keys = append(e.keys, e.n.crons)
+		return nil
+	}
+	if op.Cron == nil || (op.Kind == jobs.OpFireCron && op.Record == nil) {
+		return fmt.Errorf("redisjobs: periodic-job change %d without its entry or job", op.Kind)
+	}
+	if op.Kind == jobs.OpFireCron {
+		if _, err := e.inserts([]jobs.Op{{Kind: jobs.OpInsert, Record: op.Record}}); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(op.Cron)
+	if err != nil {
+		return fmt.Errorf("redisjobs: periodic job %q: %w", op.Cron.Name, err)
+	}
+	e.add("cp", op.Cron.Name, b)
+	e.keys = append(e.keys, e.n.crons)
 	return nil
 }
 

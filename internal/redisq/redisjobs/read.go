@@ -30,6 +30,9 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 	if err := s.loadJobs(ctx, snap); err != nil {
 		return nil, err
 	}
+	if err := s.loadCrons(ctx, snap); err != nil {
+		return nil, err
+	}
 	next, err := s.rdb.HMGet(ctx, s.k.next, "job", "workflow").Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisjobs: load ids: %w", err)
@@ -81,6 +84,23 @@ func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
 		snap.Limits = append(snap.Limits, jobtype.KeyLimit{Pattern: pattern, Limit: n})
 	}
 	sort.Slice(snap.Limits, func(i, j int) bool { return snap.Limits[i].Pattern < snap.Limits[j].Pattern })
+	return nil
+}
+
+// loadCrons reads the periodic jobs, sorted by name.
+func (s *Store) loadCrons(ctx context.Context, snap *jobs.Snapshot) error {
+	all, err := s.rdb.HGetAll(ctx, s.k.crons).Result()
+	if err != nil {
+		return fmt.Errorf("redisjobs: load periodic jobs: %w", err)
+	}
+	for name, b := range all {
+		var r jobs.CronRecord
+		if err := json.Unmarshal([]byte(b), &r); err != nil {
+			return fmt.Errorf("redisjobs: load periodic job %q: %w", name, err)
+		}
+		snap.Crons = append(snap.Crons, r)
+	}
+	sort.Slice(snap.Crons, func(i, j int) bool { return snap.Crons[i].Name < snap.Crons[j].Name })
 	return nil
 }
 

@@ -230,6 +230,12 @@ ops['9'] = function()
     end
   end
 end
+-- cp, cd: a periodic job's entry written (name, record JSON) or
+-- removed (name). Keys: the crons hash. A fire is an insert (4) followed
+-- by cp in the same script, so the tick's job and the entry's lastAt are
+-- written together or (fenced) not at all.
+ops['cp'] = function() redis.call('HSET', key(), ARGV[a], ARGV[a + 1]); a = a + 2 end
+ops['cd'] = function() redis.call('HDEL', key(), ARGV[a]); a = a + 1 end
 while a <= #ARGV do
   local kind = ARGV[a]
   a = a + 1
