@@ -115,7 +115,7 @@ type redisServer struct {
 func startRedis(ctx context.Context, dir, appendfsync string) (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return nil, fmt.Errorf("redis-server not found (run scripts/benchdeps.sh): %w", err)
+		return nil, fmt.Errorf("redis-server not found (run scripts/deps.sh): %w", err)
 	}
 	v, _ := exec.Command(bin, "--version").Output()
 	port, err := freePort()
@@ -237,7 +237,7 @@ func postgresBinDir() (string, error) {
 		}
 	}
 	if len(found) == 0 {
-		return "", errors.New("no /usr/lib/postgresql/*/bin/initdb (run scripts/benchdeps.sh, or give -pg-bin)")
+		return "", errors.New("no /usr/lib/postgresql/*/bin/initdb (run scripts/deps.sh, or give -pg-bin)")
 	}
 	slices.SortFunc(found, func(a, b string) int {
 		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
