@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -301,11 +302,12 @@ type scheduledSpec struct {
 }
 
 // enqueueScheduled posts batches of jobs with runAt to /v1/jobs, and checks
-// that the server keeps the first of each batch scheduled: an usher that
-// does not know runAt refuses the field, and one that ignored it would run
-// the jobs at once.
+// that the server keeps the first job it answered for scheduled: an usher
+// that does not know runAt refuses the field, and one that ignored it
+// would run the jobs at once.
 func (u *usherSystem) enqueueScheduled(ctx context.Context, n int, due func(int) time.Time) error {
 	var next sync.Mutex
+	var checked atomic.Bool
 	i := 0
 	take := func(size int) []scheduledSpec {
 		next.Lock()
@@ -326,6 +328,9 @@ func (u *usherSystem) enqueueScheduled(ctx context.Context, n int, due func(int)
 		}
 		if len(ids) != size {
 			return fmt.Errorf("enqueue answered %d ids for %d jobs", len(ids), size)
+		}
+		if checked.Swap(true) {
+			return nil
 		}
 		j, err := u.c.Job(ctx, ids[0])
 		if err != nil {
