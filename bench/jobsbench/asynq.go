@@ -38,7 +38,7 @@ func (a *asynqSystem) setup(ctx context.Context, dir string) error {
 	if a.redis, err = startRedis(ctx, dir, a.appendfsync); err != nil {
 		return err
 	}
-	a.rdb = redis.NewClient(&redis.Options{Addr: a.redis.addr})
+	a.rdb = redis.NewClient(&redis.Options{Addr: a.redis.addr, ReadTimeout: flushTimeout})
 	a.client = asynq.NewClient(a.opt(a.enqueuers + 2))
 	a.inspector = asynq.NewInspector(a.opt(4))
 	return nil

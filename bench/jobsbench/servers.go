@@ -103,6 +103,10 @@ func waitUp(ctx context.Context, c *child, up func(context.Context) error) error
 	}
 }
 
+// flushTimeout is how long a FLUSHALL may take: a million jobs take
+// seconds to free, past go-redis's default read timeout of 3 s.
+const flushTimeout = 2 * time.Minute
+
 // redisServer is a redis-server on a loopback port in a temp dir.
 type redisServer struct {
 	addr    string

@@ -160,7 +160,7 @@ func (u *usherSystem) reset(ctx context.Context) error {
 	u.child.stop(syscall.SIGTERM)
 	if u.redis != nil {
 		u.sched.stop(syscall.SIGTERM)
-		rc := redis.NewClient(&redis.Options{Addr: u.redis.addr})
+		rc := redis.NewClient(&redis.Options{Addr: u.redis.addr, ReadTimeout: flushTimeout})
 		err := rc.FlushAll(ctx).Err()
 		rc.Close()
 		if err != nil {
