@@ -96,16 +96,18 @@ benchsmoke: build
 	bash bench/estimates-redis.sh -b 1 -- -clients 3 -every 50ms -warmup 1 -busy-max 300ms
 	$(GO) run ./bench/soak -duration 10s -every 3s -bin $(BIN)
 	bash bench/startup.sh -n 1 $(BIN)
-	cd bench/jobsbench && $(GO) vet . && $(GO) run . -systems usher,usher-redis -n 300 -runs 1 -pickups 2 -pickup-gap 10ms -settle 100ms -usher-concurrency 64 -usher-bin $(CURDIR)/$(BIN)
+	cd bench/jobsbench && $(GO) vet . && $(GO) test -count=1 . && $(GO) run . -n 300 -runs 1 -pickups 2 -pickup-gap 10ms -settle 100ms \
+		-usher-concurrency 64 -asynq-concurrency 20 -river-concurrency 100 \
+		-scheduled 200 -probes 10 -probe-lead 300ms -probe-window 500ms -usher-bin $(CURDIR)/$(BIN)
 
 # usher's generic jobs side by side with hibiken/asynq (on a redis-server)
 # and riverqueue/river (on PostgreSQL), in bench/jobsbench's own module so
-# that the anchors stay out of usher's go.mod. It installs redis-server and
-# postgresql when missing (scripts/benchdeps.sh; make test needs neither).
-# Figures in docs/benchmarks.md; flags: make bench-jobs JOBSBENCH='-n 20000'.
+# that the anchors stay out of usher's go.mod; scripts/deps.sh installs
+# redis-server and postgresql when missing (the smoke run in make test
+# needs them too). Figures in docs/benchmarks.md; flags:
+# make bench-jobs JOBSBENCH='-n 20000 -scheduled 100000,usher=1000000'.
 JOBSBENCH ?=
 bench-jobs: deps
-	@bash scripts/benchdeps.sh
 	cd bench/jobsbench && $(GO) vet . && $(GO) run . $(JOBSBENCH)
 
 # A short fuzzing pass over the scheduling core's event sequences.

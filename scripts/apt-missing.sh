@@ -1,4 +1,4 @@
-# Sourced by scripts/deps.sh and scripts/benchdeps.sh.
+# Sourced by scripts/deps.sh.
 # apt_install_missing NAME PKG...: installs with apt-get (one update, then
 # one install) the Debian packages that are not installed; nothing when all
 # are. NAME prefixes the message.

@@ -29,9 +29,13 @@ packages=(
   # The web front end's browser tests drive Debian's chromium.
   chromium
   # Multi-node mode's tests start real Redis servers and build a Redis
-  # Cluster with redis-cli.
+  # Cluster with redis-cli; the generic-jobs bench (bench/jobsbench, whose
+  # smoke run is part of make test) runs hibiken/asynq on redis-server too.
   redis-server
   redis-tools
+  # ... and riverqueue/river on a PostgreSQL cluster it creates with
+  # initdb (it starts no Debian service).
+  postgresql
   # The reverse-proxy test runs nginx, with the configuration the docs
   # print (docs/nginx-usher.conf), in front of usher serve.
   nginx
@@ -56,5 +60,7 @@ if ! cmp -s web/package-lock.json web/node_modules/.usher-lock; then
   (cd web && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.usher-lock)
 fi
 
-# Pre-fetch modules, including the pinned staticcheck tool, so tests need no network.
+# Pre-fetch modules, including the pinned staticcheck tool, so tests need no
+# network; bench/jobsbench is a module of its own (the anchors it measures).
 go mod download
+(cd bench/jobsbench && go mod download)

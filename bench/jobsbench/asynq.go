@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -16,6 +17,8 @@ type asynqSystem struct {
 	enqueuers     int           // concurrent Enqueue calls in bulk enqueue
 	checkInterval time.Duration // Config.TaskCheckInterval
 	servers       int           // asynq.Servers the concurrency is split over
+	shortCheck    time.Duration // the short DelayedTaskCheckInterval the lateness is measured with
+	delayedCheck  time.Duration // Config.DelayedTaskCheckInterval of the next servers (0: asynq's default)
 
 	redis     *redisServer
 	rdb       *redis.Client
@@ -35,7 +38,7 @@ func (a *asynqSystem) setup(ctx context.Context, dir string) error {
 	if a.redis, err = startRedis(ctx, dir, a.appendfsync); err != nil {
 		return err
 	}
-	a.rdb = redis.NewClient(&redis.Options{Addr: a.redis.addr})
+	a.rdb = redis.NewClient(&redis.Options{Addr: a.redis.addr, ReadTimeout: flushTimeout})
 	a.client = asynq.NewClient(a.opt(a.enqueuers + 2))
 	a.inspector = asynq.NewInspector(a.opt(4))
 	return nil
@@ -76,8 +79,8 @@ func (a *asynqSystem) enqueueOne(ctx context.Context) error {
 // Servers (as several processes would) dequeue in parallel.
 func (a *asynqSystem) startWorkers(ctx context.Context, concurrency int, h *hook) error {
 	n := max(1, min(a.servers, concurrency))
-	handler := asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
-		h.begin()
+	handler := asynq.HandlerFunc(func(_ context.Context, t *asynq.Task) error {
+		h.beginJob(string(t.Payload()))
 		h.end()
 		return nil
 	})
@@ -90,7 +93,9 @@ func (a *asynqSystem) startWorkers(ctx context.Context, concurrency int, h *hook
 			Concurrency:       c,
 			Queues:            map[string]int{asynqQueue: 1},
 			TaskCheckInterval: a.checkInterval,
-			LogLevel:          asynq.WarnLevel,
+			// asynq's forwarder moves due scheduled tasks to pending.
+			DelayedTaskCheckInterval: a.delayedCheck,
+			LogLevel:                 asynq.WarnLevel,
 		})
 		if err := srv.Start(handler); err != nil {
 			return err
@@ -145,3 +150,35 @@ func (a *asynqSystem) close() {
 	}
 	a.redis.stop()
 }
+
+// asynqDefaultDelayedCheck is asynq's DelayedTaskCheckInterval when unset.
+const asynqDefaultDelayedCheck = 5 * time.Second
+
+// enqueueScheduled enqueues tasks with ProcessAt, concurrently, one Lua
+// script run each (asynq has no batch call).
+func (a *asynqSystem) enqueueScheduled(ctx context.Context, n int, due func(int) time.Time) error {
+	var next atomic.Int64
+	return enqueueBatches(ctx, n, 1, a.enqueuers, func(ctx context.Context, _ int) error {
+		d := due(int(next.Add(1) - 1))
+		_, err := a.client.EnqueueContext(ctx, asynq.NewTask("noop", []byte(payloadDue(d))),
+			asynq.Queue(asynqQueue), asynq.ProcessAt(d))
+		return err
+	})
+}
+
+// variants: the forwarder at asynq's default interval, and at a short one.
+// asynq takes any positive interval; the shorter, the more often every
+// server runs its forwarding script on Redis. A forwarded task then waits
+// for a dequeue, which polls every TaskCheckInterval on an empty queue.
+func (a *asynqSystem) variants() []variant {
+	return []variant{
+		{Name: "DelayedTaskCheckInterval 5s (default)", Interval: asynqDefaultDelayedCheck},
+		{Name: "DelayedTaskCheckInterval " + a.shortCheck.String(), Interval: a.shortCheck},
+	}
+}
+
+func (a *asynqSystem) useVariant(v variant) { a.delayedCheck = v.Interval }
+
+// earlyAllowance: asynq keeps a task's due time in whole seconds (its
+// score is ProcessAt's Unix time) and forwards it once that second began.
+func (a *asynqSystem) earlyAllowance() time.Duration { return time.Second }

@@ -11,7 +11,12 @@
 //   - end to end: n / (start of the bulk enqueue → all finished), with the
 //     workers running;
 //   - pickup latency on an idle system: from the start of one enqueue call
-//     to the start of its handler, median and p90.
+//     to the start of its handler, median and p90;
+//   - scheduled jobs: the bulk enqueue of -scheduled jobs due in an hour or
+//     more, beside that of as many immediate jobs; then, with those jobs
+//     waiting, how late -probes jobs due at random times start on idle
+//     workers (p50, p99, max, earliest), under each setting of the system's
+//     job scheduler (asynq's forwarder interval; River's fetch poll).
 //
 // Every server listens on 127.0.0.1 only, lives in a temp dir, and is
 // stopped at the end (or when the bench dies: the parent-death signal).
@@ -19,8 +24,8 @@
 //	go run . -n 100000 -systems usher,asynq,river
 //
 // It is a module of its own (bench/jobsbench/go.mod) so that the anchors
-// never become dependencies of usher's go.mod. scripts/benchdeps.sh
-// installs redis-server and postgresql; `make bench-jobs` runs both.
+// never become dependencies of usher's go.mod. scripts/deps.sh installs
+// redis-server and postgresql; `make bench-jobs` runs it, then the bench.
 package main
 
 import (
@@ -49,6 +54,7 @@ type config struct {
 	settle    time.Duration
 	timeout   time.Duration
 	conc      map[string][]int
+	late      lateConfig
 }
 
 func main() {
@@ -62,6 +68,11 @@ func main() {
 	flag.DurationVar(&cfg.settle, "settle", time.Second, "idle time between starting workers and the end-to-end enqueue")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "the longest one measurement may take")
 
+	waiting := flag.String("scheduled", "1000000", "scheduled-job lateness: jobs waiting (due in an hour or more) while it is measured; a count for every system, or name=count for one (\"100000,usher=1000000\")")
+	flag.IntVar(&cfg.late.probes, "probes", 200, "scheduled-job lateness: jobs due during the measurement, per scheduler setting (0 skips the lateness measurement)")
+	flag.DurationVar(&cfg.late.lead, "probe-lead", 3*time.Second, "scheduled-job lateness: the first probe is due this long after the probes were enqueued")
+	flag.DurationVar(&cfg.late.window, "probe-window", 20*time.Second, "scheduled-job lateness: the probes' due times are spread over this long")
+
 	usherConc := flag.String("usher-concurrency", "1024,4096,8192", "usher worker concurrencies to try")
 	usherBatch := flag.Int("usher-batch", 1000, "usher: jobs per client.Enqueue call")
 	usherEnqueuers := flag.Int("usher-enqueuers", 2, "usher: concurrent client.Enqueue calls")
@@ -72,6 +83,7 @@ func main() {
 	asynqEnqueuers := flag.Int("asynq-enqueuers", 32, "asynq: concurrent Enqueue calls in the bulk enqueue")
 	asynqServers := flag.Int("asynq-servers", 4, "asynq: asynq.Servers the concurrency is split over (each dequeues serially)")
 	asynqCheck := flag.Duration("asynq-check-interval", time.Second, "asynq: Config.TaskCheckInterval (asynq's default: 1s)")
+	asynqShort := flag.Duration("asynq-delayed-check-short", 10*time.Millisecond, "asynq: the short Config.DelayedTaskCheckInterval the lateness is also measured with (asynq's default: 5s)")
 	appendfsync := flag.String("redis-appendfsync", "everysec", "redis-server --appendfsync: always, everysec or no")
 
 	riverConc := flag.String("river-concurrency", "500,2000,5000", "river QueueConfig.MaxWorkers values to try")
@@ -79,6 +91,7 @@ func main() {
 	riverEnqueuers := flag.Int("river-enqueuers", 2, "river: concurrent InsertManyFast calls")
 	riverCool := flag.Duration("river-fetch-cooldown", 10*time.Millisecond, "river: Config.FetchCooldown (River's default: 100ms)")
 	riverPoll := flag.Duration("river-fetch-poll-interval", time.Second, "river: Config.FetchPollInterval (River's default: 1s)")
+	riverPollShort := flag.Duration("river-fetch-poll-short", 10*time.Millisecond, "river: the short Config.FetchPollInterval the scheduled-job lateness is also measured with (River's minimum: 1ms)")
 	riverClients := flag.Int("river-clients", 1, "river: river.Clients the workers are split over")
 	riverConns := flag.Int("river-pool-conns", 16, "river: pgxpool MaxConns")
 	pgBin := flag.String("pg-bin", "", "PostgreSQL's bin directory (default: the newest /usr/lib/postgresql/*/bin)")
@@ -86,6 +99,11 @@ func main() {
 	flag.Parse()
 
 	cfg.systems = strings.Split(*systems, ",")
+	var err error
+	if cfg.late.waiting, err = parseWaiting(*waiting); err != nil {
+		fatalf("-scheduled: %v", err)
+	}
+	cfg.late.horizon = time.Hour
 	all := map[string]system{}
 	for name, list := range map[string]string{"usher": *usherConc, "usher-redis": *usherConc, "asynq": *asynqConc, "river": *riverConc} {
 		c, err := parseInts(list)
@@ -98,11 +116,11 @@ func main() {
 	multi := newUsherSystem(*usherBin, *usherBatch, *usherEnqueuers, *usherAgents)
 	multi.appendfsync = *appendfsync // the same Redis settings as asynq's
 	all["usher-redis"] = multi
-	all["asynq"] = &asynqSystem{appendfsync: *appendfsync, enqueuers: *asynqEnqueuers, checkInterval: *asynqCheck, servers: *asynqServers}
+	all["asynq"] = &asynqSystem{appendfsync: *appendfsync, enqueuers: *asynqEnqueuers, checkInterval: *asynqCheck, servers: *asynqServers, shortCheck: *asynqShort}
 	all["river"] = &riverSystem{
 		pgBin: *pgBin, pgSettings: []string{"fsync=on", "synchronous_commit=" + *pgSync, "full_page_writes=on", "max_connections=200"},
 		batch: *riverBatch, enqueuers: *riverEnqueuers, poolConns: int32(*riverConns),
-		fetchCool: *riverCool, fetchPoll: *riverPoll, maxAttempts: 1, clients: *riverClients, logger: quietLogger(),
+		fetchCool: *riverCool, fetchPoll: *riverPoll, pollShort: *riverPollShort, maxAttempts: 1, clients: *riverClients, logger: quietLogger(),
 	}
 	var names []string
 	for _, name := range cfg.systems {
@@ -126,6 +144,9 @@ func main() {
 		_ = enc.Encode(rep)
 	} else {
 		rep.print(os.Stdout)
+	}
+	if msg := rep.lateErrors(); msg != "" {
+		fatalf("scheduled-job lateness not measured: %s", msg)
 	}
 }
 
@@ -212,6 +233,21 @@ func run(ctx context.Context, cfg config, all map[string]system) (*report, error
 		}
 		sr.setPickups(lat)
 		progress("%s: pickup median %.1f ms, p90 %.1f ms", name, sr.PickupMedian, sr.PickupP90)
+	}
+
+	// Scheduled-job lateness on the idle system, with jobs waiting.
+	for _, name := range cfg.systems {
+		if cfg.late.probes == 0 {
+			break
+		}
+		sr := byName[name]
+		n := cfg.late.waitingFor(name)
+		progress("%s: scheduled-job lateness, %d jobs waiting, %d probes", name, n, cfg.late.probes)
+		lr := measureLateness(ctx, all[name], cfg.late, n, sr.Best)
+		sr.Late = &lr
+		if lr.Error != "" {
+			progress("%s: ERROR: %s", name, lr.Error)
+		}
 	}
 	rep.finish()
 	return rep, nil

@@ -37,6 +37,7 @@ type system interface {
 	// close stops everything setup started; it may be called after a
 	// failed or partial setup.
 	close()
+	scheduler
 }
 
 // description is what the report says of a system besides its figures.
@@ -56,6 +57,7 @@ type hook struct {
 	done   atomic.Int64
 	first  atomic.Int64 // unix ns of the first completion, 0 before
 	last   atomic.Int64 // unix ns of the last completion
+	late   *lateHook    // set in the lateness measurement
 }
 
 // newHook expects target completions; with pickups, each begin sends its
@@ -76,6 +78,16 @@ func (h *hook) begin() {
 		default:
 		}
 	}
+}
+
+// beginJob is called by a handler first with the job's payload: a job
+// with a due time in it reports how late it started.
+func (h *hook) beginJob(payload string) {
+	if due, ok := parseDue(payload); ok && h.late != nil {
+		h.late.started(h, due)
+		return
+	}
+	h.begin()
 }
 
 // fail reports that the workers stopped working: the measurement fails

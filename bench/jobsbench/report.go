@@ -11,16 +11,19 @@ import (
 
 // report is everything one run of the bench measured.
 type report struct {
-	Date      string          `json:"date"`
-	CPU       string          `json:"cpu"`
-	CPUs      int             `json:"cpus"`
-	Go        string          `json:"go"`
-	N         int             `json:"n"`
-	Runs      int             `json:"runs"`
-	Pickups   int             `json:"pickups"`
-	PickupGap string          `json:"pickupGap"`
-	Systems   []*systemReport `json:"systems"`
-	Ratios    []ratio         `json:"ratios"`
+	Date        string          `json:"date"`
+	CPU         string          `json:"cpu"`
+	CPUs        int             `json:"cpus"`
+	Go          string          `json:"go"`
+	N           int             `json:"n"`
+	Runs        int             `json:"runs"`
+	Pickups     int             `json:"pickups"`
+	PickupGap   string          `json:"pickupGap"`
+	Probes      int             `json:"probes"`
+	ProbeLead   string          `json:"probeLead"`
+	ProbeWindow string          `json:"probeWindow"`
+	Systems     []*systemReport `json:"systems"`
+	Ratios      []ratio         `json:"ratios"`
 }
 
 // systemReport is one system's figures.
@@ -33,16 +36,17 @@ type systemReport struct {
 	Process []processResult `json:"process"`
 	E2E     []e2eResult     `json:"endToEnd"`
 
-	EnqueueStats stats     `json:"enqueueStats"` // jobs/s, the bulk enqueues before processing
-	ProcessStats stats     `json:"processStats"` // jobs/s
-	HandlerStats stats     `json:"handlerStats"` // jobs/s, first → last handler return
-	E2EStats     stats     `json:"endToEndStats"`
-	E2EEnqueue   stats     `json:"endToEndEnqueueStats"` // jobs/s, the bulk enqueue while workers ran
-	ConfirmLagMs stats     `json:"confirmLagMs"`
-	FirstDoneMs  stats     `json:"firstCompletionMs"`
-	PickupMs     []float64 `json:"pickupMs"`
-	PickupMedian float64   `json:"pickupMedianMs"`
-	PickupP90    float64   `json:"pickupP90Ms"`
+	EnqueueStats stats       `json:"enqueueStats"` // jobs/s, the bulk enqueues before processing
+	ProcessStats stats       `json:"processStats"` // jobs/s
+	HandlerStats stats       `json:"handlerStats"` // jobs/s, first → last handler return
+	E2EStats     stats       `json:"endToEndStats"`
+	E2EEnqueue   stats       `json:"endToEndEnqueueStats"` // jobs/s, the bulk enqueue while workers ran
+	ConfirmLagMs stats       `json:"confirmLagMs"`
+	FirstDoneMs  stats       `json:"firstCompletionMs"`
+	PickupMs     []float64   `json:"pickupMs"`
+	PickupMedian float64     `json:"pickupMedianMs"`
+	PickupP90    float64     `json:"pickupP90Ms"`
+	Late         *lateResult `json:"scheduled,omitempty"`
 }
 
 // ratio compares usher with an anchor: throughputs usher ÷ anchor (above 1:
@@ -60,6 +64,7 @@ func newReport(cfg config) *report {
 	return &report{
 		Date: time.Now().Format("2006-01-02 15:04"), CPU: cpuModel(), CPUs: runtime.NumCPU(), Go: runtime.Version(),
 		N: cfg.n, Runs: cfg.runs, Pickups: cfg.pickups, PickupGap: cfg.pickupGap.String(),
+		Probes: cfg.late.probes, ProbeLead: cfg.late.lead.String(), ProbeWindow: cfg.late.window.String(),
 	}
 }
 
@@ -168,6 +173,7 @@ func (r *report) print(w io.Writer) {
 				dec(s.PickupMedian), dec(s.PickupP90), dec(sorted[0]), dec(sorted[len(sorted)-1]))
 		}
 	}
+	r.printLateness(w)
 	if len(r.Ratios) > 0 {
 		fmt.Fprintf(w, "\n## ratios (medians; throughput: above 1 is usher faster; latency: below 1 is usher faster)\n\n")
 		fmt.Fprintf(w, "| | bulk enqueue | processing | end to end | pickup median | pickup p90 |\n|---|---|---|---|---|---|\n")
@@ -209,4 +215,71 @@ func dec(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	return thousands(v)
+}
+
+// printLateness writes the scheduled-job table: one row per scheduler
+// setting of each system.
+func (r *report) printLateness(w io.Writer) {
+	if r.Probes == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## scheduled jobs: lateness on idle workers with jobs waiting (due in 1–2 h), %d probes due at random times over %s, from %s after their enqueue\n\n",
+		r.Probes, r.ProbeWindow, r.ProbeLead)
+	fmt.Fprintf(w, "| system | scheduler setting | jobs waiting | bulk enqueue, immediate | bulk enqueue, scheduled | lateness p50 | p99 | max | earliest |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.Systems {
+		l := s.Late
+		if l == nil {
+			continue
+		}
+		enq := func(v float64) string {
+			if v == 0 {
+				return "—"
+			}
+			return thousands(v) + " jobs/s"
+		}
+		if l.Error != "" {
+			fmt.Fprintf(w, "| %s | | %s | %s | %s | error: %s | | | |\n", s.Name, thousands(float64(l.Waiting)),
+				enq(l.EnqueueImmediate), enq(l.EnqueueScheduled), l.Error)
+			continue
+		}
+		for i, v := range l.Variants {
+			name, waiting, imm, sch := "", "", "", ""
+			if i == 0 {
+				name, waiting, imm, sch = s.Name, thousands(float64(l.Waiting)), enq(l.EnqueueImmediate), enq(l.EnqueueScheduled)
+			}
+			if v.Error != "" {
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | error: %s | | | |\n", name, v.Name, waiting, imm, sch, v.Error)
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s ms | %s ms | %s ms | %s ms |\n", name, v.Name, waiting, imm, sch,
+				signedDec(v.P50), signedDec(v.P99), signedDec(v.Max), signedDec(v.Min))
+		}
+	}
+}
+
+// signedDec is dec for a value that may be negative.
+func signedDec(v float64) string {
+	if v < 0 {
+		return "−" + dec(-v)
+	}
+	return dec(v)
+}
+
+// lateErrors joins the lateness measurement's errors, "" when none.
+func (r *report) lateErrors() string {
+	var errs []string
+	for _, s := range r.Systems {
+		if s.Late == nil {
+			continue
+		}
+		if s.Late.Error != "" {
+			errs = append(errs, s.Name+": "+s.Late.Error)
+		}
+		for _, v := range s.Late.Variants {
+			if v.Error != "" {
+				errs = append(errs, s.Name+" ("+v.Name+"): "+v.Error)
+			}
+		}
+	}
+	return strings.Join(errs, "; ")
 }

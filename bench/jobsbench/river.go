@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +28,9 @@ type riverSystem struct {
 	fetchCool   time.Duration
 	fetchPoll   time.Duration
 	maxAttempts int
-	clients     int // river.Clients the workers are split over
+	clients     int           // river.Clients the workers are split over
+	pollShort   time.Duration // the short FetchPollInterval the lateness is also measured with
+	pollNext    time.Duration // FetchPollInterval of the next workers (0: fetchPoll)
 	logger      *slog.Logger
 	pg          *pgServer
 	pool        *pgxpool.Pool
@@ -35,8 +39,11 @@ type riverSystem struct {
 	currentHook *hook
 }
 
-// noopArgs is the no-op job's arguments.
-type noopArgs struct{}
+// noopArgs is the no-op job's arguments; Due, set for scheduled jobs,
+// is their due time (payloadDue).
+type noopArgs struct {
+	Due string `json:"due,omitempty"`
+}
 
 func (noopArgs) Kind() string { return "noop" }
 
@@ -46,9 +53,9 @@ type noopWorker struct {
 	s *riverSystem
 }
 
-func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
+func (w *noopWorker) Work(_ context.Context, j *river.Job[noopArgs]) error {
 	h := w.s.currentHook
-	h.begin()
+	h.beginJob(j.Args.Due)
 	h.end()
 	return nil
 }
@@ -131,11 +138,12 @@ func (r *riverSystem) startWorkers(ctx context.Context, concurrency int, h *hook
 		if i < concurrency%n {
 			c++
 		}
+		poll := cmp.Or(r.pollNext, r.fetchPoll)
 		client, err := river.NewClient(riverpgxv5.New(r.pool), &river.Config{
 			Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c}},
 			Workers:           r.workers(),
-			FetchCooldown:     r.fetchCool,
-			FetchPollInterval: r.fetchPoll,
+			FetchCooldown:     min(r.fetchCool, poll), // River wants it no longer than the poll interval
+			FetchPollInterval: poll,
 			Logger:            r.logger,
 		})
 		if err != nil {
@@ -208,3 +216,41 @@ func (r *riverSystem) close() {
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
+
+// enqueueScheduled uses InsertManyFast with ScheduledAt, in batches.
+func (r *riverSystem) enqueueScheduled(ctx context.Context, n int, due func(int) time.Time) error {
+	c := r.client()
+	var mu sync.Mutex
+	i := 0
+	return enqueueBatches(ctx, n, r.batch, r.enqueuers, func(ctx context.Context, size int) error {
+		p := make([]river.InsertManyParams, size)
+		mu.Lock()
+		for k := range p {
+			d := due(i)
+			i++
+			p[k] = river.InsertManyParams{Args: noopArgs{Due: payloadDue(d)},
+				InsertOpts: &river.InsertOpts{MaxAttempts: r.maxAttempts, ScheduledAt: d}}
+		}
+		mu.Unlock()
+		got, err := c.InsertManyFast(ctx, p)
+		if err == nil && got != size {
+			err = fmt.Errorf("InsertManyFast inserted %d of %d", got, size)
+		}
+		return err
+	})
+}
+
+// variants: River's scheduler runs every 5 s (not settable in v0.51) and
+// makes available the jobs due before its next run; a job then waits for
+// a fetch, which no notification wakes for a job due in the future, so
+// FetchPollInterval bounds the lateness: the bench's, then a short one.
+func (r *riverSystem) variants() []variant {
+	return []variant{
+		{Name: "scheduler every 5s, FetchPollInterval " + r.fetchPoll.String(), Interval: r.fetchPoll},
+		{Name: "scheduler every 5s, FetchPollInterval " + r.pollShort.String(), Interval: r.pollShort},
+	}
+}
+
+func (r *riverSystem) useVariant(v variant) { r.pollNext = v.Interval }
+
+func (r *riverSystem) earlyAllowance() time.Duration { return 0 }

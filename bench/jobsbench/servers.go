@@ -103,6 +103,10 @@ func waitUp(ctx context.Context, c *child, up func(context.Context) error) error
 	}
 }
 
+// flushTimeout is how long a FLUSHALL may take: a million jobs take
+// seconds to free, past go-redis's default read timeout of 3 s.
+const flushTimeout = 2 * time.Minute
+
 // redisServer is a redis-server on a loopback port in a temp dir.
 type redisServer struct {
 	addr    string
@@ -115,7 +119,7 @@ type redisServer struct {
 func startRedis(ctx context.Context, dir, appendfsync string) (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return nil, fmt.Errorf("redis-server not found (run scripts/benchdeps.sh): %w", err)
+		return nil, fmt.Errorf("redis-server not found (run scripts/deps.sh): %w", err)
 	}
 	v, _ := exec.Command(bin, "--version").Output()
 	port, err := freePort()
@@ -237,7 +241,7 @@ func postgresBinDir() (string, error) {
 		}
 	}
 	if len(found) == 0 {
-		return "", errors.New("no /usr/lib/postgresql/*/bin/initdb (run scripts/benchdeps.sh, or give -pg-bin)")
+		return "", errors.New("no /usr/lib/postgresql/*/bin/initdb (run scripts/deps.sh, or give -pg-bin)")
 	}
 	slices.SortFunc(found, func(a, b string) int {
 		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))

@@ -1,19 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/usherhq/usher/client"
@@ -155,7 +160,7 @@ func (u *usherSystem) reset(ctx context.Context) error {
 	u.child.stop(syscall.SIGTERM)
 	if u.redis != nil {
 		u.sched.stop(syscall.SIGTERM)
-		rc := redis.NewClient(&redis.Options{Addr: u.redis.addr})
+		rc := redis.NewClient(&redis.Options{Addr: u.redis.addr, ReadTimeout: flushTimeout})
 		err := rc.FlushAll(ctx).Err()
 		rc.Close()
 		if err != nil {
@@ -203,8 +208,8 @@ func (u *usherSystem) startWorkers(ctx context.Context, concurrency int, h *hook
 			Client:      u.c,
 			Agent:       "jobsbench-" + strconv.Itoa(i),
 			Concurrency: concurrency / agents,
-			Handlers: map[string]client.Handler{usherQueue: func(context.Context, *client.LeasedJob) (string, error) {
-				h.begin()
+			Handlers: map[string]client.Handler{usherQueue: func(_ context.Context, j *client.LeasedJob) (string, error) {
+				h.beginJob(string(j.Payload))
 				h.end()
 				return "", nil
 			}},
@@ -288,3 +293,92 @@ func (u *usherSystem) close() {
 	}
 	u.redis.stop()
 }
+
+// scheduledSpec is a JobSpec with a due time, as the wire has it: runAt
+// (RFC 3339); the job waits in state scheduled until then.
+type scheduledSpec struct {
+	client.JobSpec
+	RunAt string `json:"runAt"`
+}
+
+// enqueueScheduled posts batches of jobs with runAt to /v1/jobs, and checks
+// that the server keeps the first job it answered for scheduled: an usher
+// that does not know runAt refuses the field, and one that ignored it
+// would run the jobs at once.
+func (u *usherSystem) enqueueScheduled(ctx context.Context, n int, due func(int) time.Time) error {
+	var next sync.Mutex
+	var checked atomic.Bool
+	i := 0
+	take := func(size int) []scheduledSpec {
+		next.Lock()
+		defer next.Unlock()
+		specs := make([]scheduledSpec, size)
+		for k := range specs {
+			d := due(i)
+			i++
+			specs[k] = scheduledSpec{JobSpec: client.JobSpec{Queue: usherQueue, Payload: json.RawMessage(payloadDue(d))},
+				RunAt: d.UTC().Format(time.RFC3339Nano)}
+		}
+		return specs
+	}
+	return enqueueBatches(ctx, n, u.batch, u.enqueuers, func(ctx context.Context, size int) error {
+		ids, err := u.postJobs(ctx, take(size))
+		if err != nil {
+			return err
+		}
+		if len(ids) != size {
+			return fmt.Errorf("enqueue answered %d ids for %d jobs", len(ids), size)
+		}
+		if checked.Swap(true) {
+			return nil
+		}
+		j, err := u.c.Job(ctx, ids[0])
+		if err != nil {
+			return err
+		}
+		if j.State != "scheduled" {
+			return fmt.Errorf("a job enqueued with runAt is %s, not scheduled: this usher does not schedule jobs", j.State)
+		}
+		return nil
+	})
+}
+
+// postJobs is POST /v1/jobs with a body the client package has no type for.
+func (u *usherSystem) postJobs(ctx context.Context, specs []scheduledSpec) ([]string, error) {
+	body, err := json.Marshal(map[string]any{"jobs": specs})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url+"/v1/jobs", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+u.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		IDs   []string `json:"ids"`
+		Error string   `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("POST /v1/jobs: %s: %w", resp.Status, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("POST /v1/jobs with runAt: %s: %s", resp.Status, out.Error)
+	}
+	return out.IDs, nil
+}
+
+// variants: usher's engine sleeps until the next due time; there is no
+// interval to set.
+func (u *usherSystem) variants() []variant {
+	return []variant{{Name: "wakes at the next due time"}}
+}
+
+func (u *usherSystem) useVariant(variant) {}
+
+func (u *usherSystem) earlyAllowance() time.Duration { return 0 }
