@@ -45,6 +45,9 @@ type Snapshot struct {
 	Jobs         []Record // unfinished, in id order
 	NextJob      int64
 	NextWorkflow int64
+	// Keys are the idempotency keys kept: an insert whose spec has one
+	// keeps it (key, job id, creation time) until an OpPruneKeys.
+	Keys []IdemKey
 }
 
 // Record is an unfinished job as stored.
@@ -78,6 +81,7 @@ const (
 	OpFinish                        // ID, State, At, Result (may be nil)
 	OpReset                         // ID, At, Record, Name (its workflow's): a finished job queued again with fresh attempts; written anew from Record if a prune deleted it
 	OpPrune                         // At: finished jobs that finished before At are deleted
+	OpPruneKeys                     // At: idempotency keys kept since before At are deleted
 )
 
 // Op is one change to durable state.

@@ -15,6 +15,8 @@ type names struct {
 	workflows  string    // hash: workflow id → name
 	wfCreated  string    // zset: workflow ids, score = creation time (unix ms)
 	next       string    // hash: "job", "workflow" → the next id
+	idem       string    // hash: idempotency key → id of the job it created
+	idemAt     string    // zset: idempotency keys, score = when kept (unix ms)
 	// The indexes of an older layout, which Load converts (convert.go).
 	oldIDs, oldQueued string
 }
@@ -36,6 +38,7 @@ func newNames(prefix string) names {
 	p := prefix + "jobs."
 	n := names{prefix: prefix, unfinished: p + "unfinished", finished: p + "finished", queues: p + "queues",
 		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next",
+		idem: p + "idempotency", idemAt: p + "idempotency.created",
 		oldIDs: p + "ids", oldQueued: p + "state:queued"}
 	for c := stRunning; c <= stCancelled; c++ {
 		n.states[c] = p + "state:" + stateNames[c]
