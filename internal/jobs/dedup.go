@@ -261,3 +261,26 @@ func (e *Engine) restoreDedupLocked(keys []IdemKey) {
 	}
 	e.expireKeysLocked(e.cfg.Now())
 }
+
+// checkDedupLocked checks the unique index against the live jobs: every
+// indexed job is live under its key, and every live unique job indexed.
+func (e *Engine) checkDedupLocked() error {
+	n := 0
+	for uk, ids := range e.dd.unique {
+		for _, id := range ids {
+			if j := e.live[id]; j == nil || j.unique != uk {
+				return fmt.Errorf("jobs: unique index holds job %s, which is not live under that key", id)
+			}
+			n++
+		}
+	}
+	for _, j := range e.live {
+		if j.unique != "" {
+			n--
+		}
+	}
+	if n != 0 {
+		return fmt.Errorf("jobs: unique index and live unique jobs differ by %d", n)
+	}
+	return nil
+}
