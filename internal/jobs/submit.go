@@ -34,6 +34,12 @@ func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jo
 	e.mu.Lock()
 	now := e.cfg.Now()
 	e.expireKeysLocked(now)
+	// A refusal still hands the store the expired keys' prune, if any.
+	fail := func(err error) (jobtype.EnqueueAnswer, error) {
+		e.flushLocked()
+		e.mu.Unlock()
+		return jobtype.EnqueueAnswer{}, err
+	}
 	first := e.nextJob
 	ids := make([]string, len(specs))
 	recs := make([]*Record, 0, len(specs))
@@ -43,8 +49,7 @@ func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jo
 	for i := range specs {
 		sp := &specs[i]
 		if err := checkDedup(sp); err != nil {
-			e.mu.Unlock()
-			return jobtype.EnqueueAnswer{}, prefixed(fmt.Sprintf("jobs[%d]", i), err)
+			return fail(prefixed(fmt.Sprintf("jobs[%d]", i), err))
 		}
 		uk := specUniqueKey(sp, now)
 		if id, ok := e.existingLocked(sp, uk, &b, ids); ok {
@@ -57,8 +62,7 @@ func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jo
 		}
 		r, cs, err := e.prepareLocked(*sp, first+int64(len(recs)))
 		if err != nil {
-			e.mu.Unlock()
-			return jobtype.EnqueueAnswer{}, prefixed(fmt.Sprintf("jobs[%d]", i), err)
+			return fail(prefixed(fmt.Sprintf("jobs[%d]", i), err))
 		}
 		r.CreatedAt = now
 		ids[i] = cs.ID
@@ -67,12 +71,12 @@ func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jo
 	}
 	ans.IDs = ids
 	if len(core) == 0 {
-		e.mu.Unlock()
-		return ans, nil
+		// Every job existed: answer once they are durable, as their own
+		// enqueue may still be waiting for the store.
+		return ans, e.commit(ctx)
 	}
 	if err := e.submitLocked(core, nil); err != nil {
-		e.mu.Unlock()
-		return jobtype.EnqueueAnswer{}, err
+		return fail(err)
 	}
 	e.nextJob += int64(len(recs))
 	for i, r := range recs {
