@@ -12,8 +12,8 @@ import (
 	"github.com/usherhq/usher/jobtype"
 )
 
-// Idempotency keys and unique jobs (docs/api.md, "Idempotent enqueue and
-// unique jobs"): an enqueue that matches a kept key, or an unfinished
+// Idempotency keys and unique jobs (docs/design.md, "Idempotent enqueue
+// and unique jobs"): an enqueue that matches a kept key, or an unfinished
 // unique job alike, creates nothing and answers the existing job's id.
 
 // MaxIdempotencyKey is the longest idempotency key, in bytes.
