@@ -95,12 +95,20 @@ func stateList() string {
 // a job that already exists cannot join a new workflow.
 func noDedupInWorkflow(sp *jobtype.JobSpec) error {
 	if sp.IdempotencyKey != "" {
-		return invalid("idempotencyKey", "not supported in a workflow's job")
+		return invalid("idempotencyKey", notInWorkflow)
 	}
 	if sp.Unique != nil {
-		return invalid("unique", "not supported in a workflow's job")
+		return invalid("unique", notInWorkflow)
 	}
 	return nil
+}
+
+const notInWorkflow = "not supported in a workflow's job"
+
+// KeyInWorkflowError is the error of an idempotency key given in a
+// workflow's job i, even empty (which the API tells from none).
+func KeyInWorkflowError(i int) error {
+	return invalid(fmt.Sprintf("jobs[%d].idempotencyKey", i), notInWorkflow)
 }
 
 // uniqueKey is what makes jobs alike: queue, period and, by args, the

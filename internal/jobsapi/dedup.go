@@ -25,12 +25,34 @@ func readBody(r *http.Request) ([]byte, error) {
 // not tell from one left out. It decodes the body again only when a job
 // without a key sits beside a body that names the field.
 func emptyKeys(raw []byte, specs []jobtype.JobSpec) error {
-	if !bytes.Contains(raw, []byte(`"idempotencyKey"`)) {
+	if !bytes.Contains(raw, keyField) {
 		return nil
 	}
 	if !slices.ContainsFunc(specs, func(sp jobtype.JobSpec) bool { return sp.IdempotencyKey == "" }) {
 		return nil
 	}
+	return givenKeys(raw, func(i int, key string) error {
+		if key == "" {
+			return jobs.EmptyKeyError(i)
+		}
+		return nil
+	})
+}
+
+// keysInWorkflow refuses an idempotency key in a workflow's job, even
+// an empty one.
+func keysInWorkflow(raw []byte) error {
+	if !bytes.Contains(raw, keyField) {
+		return nil
+	}
+	return givenKeys(raw, func(i int, _ string) error { return jobs.KeyInWorkflowError(i) })
+}
+
+var keyField = []byte(`"idempotencyKey"`)
+
+// givenKeys calls f for each job of the body (a list under "jobs") that
+// gives an idempotency key, and returns its first error.
+func givenKeys(raw []byte, f func(i int, key string) error) error {
 	var keys struct {
 		Jobs []struct {
 			Key *string `json:"idempotencyKey"`
@@ -40,8 +62,10 @@ func emptyKeys(raw []byte, specs []jobtype.JobSpec) error {
 		return bodyError(err)
 	}
 	for i, j := range keys.Jobs {
-		if j.Key != nil && *j.Key == "" {
-			return jobs.EmptyKeyError(i)
+		if j.Key != nil {
+			if err := f(i, *j.Key); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -135,6 +135,8 @@ func TestBadIdempotencyAndUniqueFields(t *testing.T) {
 		{"negative period", job(map[string]any{"unique": map[string]any{"byPeriodMs": -5}}), "jobs[1].unique.byPeriodMs: -5 is negative"},
 		{"unknown unique field", job(map[string]any{"unique": map[string]any{"byQueue": true}}), "byQueue"},
 		{"key in a workflow", map[string]any{"jobs": []any{map[string]any{"name": "a", "queue": "q", "idempotencyKey": "w"}}}, "jobs[0].idempotencyKey: not supported in a workflow"},
+		{"empty key in a workflow", map[string]any{"jobs": []any{map[string]any{"name": "a", "queue": "q"}, map[string]any{"name": "b", "queue": "q", "idempotencyKey": ""}}}, "jobs[1].idempotencyKey: not supported in a workflow"},
+		{"unique in a workflow", map[string]any{"jobs": []any{map[string]any{"name": "a", "queue": "q", "unique": map[string]any{}}}}, "jobs[0].unique: not supported in a workflow"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

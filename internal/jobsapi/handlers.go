@@ -176,8 +176,15 @@ func (a *api) retryJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
+	raw, err := readBody(r)
+	if err != nil {
+		return err
+	}
 	var spec jobtype.WorkflowSpec
 	if err := decode(r, &spec); err != nil {
+		return err
+	}
+	if err := keysInWorkflow(raw); err != nil {
 		return err
 	}
 	id, byName, err := a.Engine.SubmitWorkflow(r.Context(), spec)
