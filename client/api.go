@@ -74,12 +74,10 @@ func (c *Client) KeyLimits(ctx context.Context) ([]KeyLimit, error) {
 }
 
 // Enqueue submits jobs, all or none, and returns their ids in the given
-// order.
+// order. It retries as EnqueueAnswer does.
 func (c *Client) Enqueue(ctx context.Context, jobs ...JobSpec) ([]string, error) {
-	in := jobtype.EnqueueRequest{Jobs: jobs}
-	var out jobtype.EnqueueAnswer
-	err := c.call(ctx, http.MethodPost, "/v1/jobs", in, &out)
-	return out.IDs, err
+	ans, err := c.EnqueueAnswer(ctx, jobs...)
+	return ans.IDs, err
 }
 
 // EnqueueTargets submits one job per line of targets to queue

@@ -43,6 +43,10 @@ type (
 	KeyLimit = jobtype.KeyLimit
 	// JobSpec is a job to submit.
 	JobSpec = jobtype.JobSpec
+	// UniqueOpts says which jobs count as the same unique job.
+	UniqueOpts = jobtype.UniqueOpts
+	// EnqueueAnswer is the ids of submitted jobs, and which existed.
+	EnqueueAnswer = jobtype.EnqueueAnswer
 	// Job is a job as the server returns it.
 	Job = jobtype.Job
 	// JobPage is one page of a job listing; Next is empty on the last page.

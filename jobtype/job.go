@@ -43,6 +43,22 @@ type JobSpec struct {
 	After           []string     `json:"after,omitempty"`
 	RunAfterFailure bool         `json:"runAfterFailure,omitempty"`
 	Retry           *RetryPolicy `json:"retry,omitempty"`
+	// IdempotencyKey makes a repeated enqueue harmless: while the key is
+	// kept (24 h by default), a job submitted with the same key is not
+	// created again; the answer gives the first job's id.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Unique keeps at most one job alike among the unfinished ones.
+	Unique *UniqueOpts `json:"unique,omitempty"`
+}
+
+// UniqueOpts says which jobs count as the same one (docs/api.md,
+// "Unique jobs"): those of the same queue, with the same payload when
+// ByArgs, created in the same period of ByPeriodMs milliseconds when set,
+// and in one of States (default: every unfinished state).
+type UniqueOpts struct {
+	ByArgs     bool    `json:"byArgs,omitempty"`
+	ByPeriodMs int64   `json:"byPeriodMs,omitempty"`
+	States     []State `json:"states,omitempty"`
 }
 
 // Job is a job as the server returns it: its spec (whose empty fields the
@@ -75,8 +91,12 @@ type EnqueueRequest struct {
 
 // EnqueueAnswer is the answer of POST /v1/jobs and of POST
 // /v1/queues/{name}/targets: the new jobs' ids in the given order.
+// Existing, parallel to IDs and absent when all false, marks the ids of
+// jobs that were there before (an idempotency key or a unique job
+// matched) rather than created by this request.
 type EnqueueAnswer struct {
-	IDs []string `json:"ids"`
+	IDs      []string `json:"ids"`
+	Existing []bool   `json:"existing,omitempty"`
 }
 
 // JobPage is one page of a job listing (GET /v1/jobs); Next, the after

@@ -114,6 +114,18 @@ edges:
 			}},
 		{args: []string{"enqueue", "-f", "-"}, stdin: `{"queue": "etl", "colour": "red"}`, err: "colour"},
 		{args: []string{"enqueue", "etl", "-f", "-"}, stdin: `[{"queue": "nope"}]`, err: "jobs[0]"},
+		{args: []string{"enqueue", "etl", "--text", "once", "--idempotency-key", "order-1"}, save: firstLine("keyed")},
+		{args: []string{"enqueue", "etl", "--text", "twice", "--idempotency-key", "order-1"}, out: []string{"{keyed}\n"},
+			stderr: "job {keyed} existed already"},
+		{args: []string{"enqueue", "etl", "--idempotency-key", ""}, err: "--idempotency-key is empty"},
+		{args: []string{"enqueue", "etl", "--text", "u", "--unique-by-args", "--unique-period", "1h"}},
+		{args: []string{"enqueue", "etl", "--text", "u", "--unique-by-args", "--unique-period", "1h", "--json"},
+			json: func(t *testing.T, v map[string]any) {
+				if ex, _ := v["existing"].([]any); len(ex) != 1 || ex[0] != true {
+					t.Errorf("answer %v; want existing [true]", v)
+				}
+			}},
+		{args: []string{"enqueue", "etl", "--unique-states", "succeeded"}, err: "jobs[0].unique.states[0]"},
 		{args: []string{"targets", "add", "scan", "-"}, stdin: "10.1.2.3\n\n10.1.2.4\n2001:db8::1\n", out: []string{"enqueued 3 targets to scan as jobs"}},
 		{args: []string{"targets", "add", "scan", targets, "--json"}, json: func(t *testing.T, v map[string]any) {
 			if ids, _ := v["ids"].([]any); len(ids) != 2 {
@@ -224,8 +236,8 @@ edges:
 				rest = rest[k+len(part):]
 			}
 		}
-		if !strings.Contains(stderr, s.stderr) {
-			t.Fatalf("step %d %q: stderr %q lacks %q", i, name, stderr, s.stderr)
+		if want := fill([]string{s.stderr}, vars)[0]; !strings.Contains(stderr, want) {
+			t.Fatalf("step %d %q: stderr %q lacks %q", i, name, stderr, want)
 		}
 		if s.json != nil {
 			var v map[string]any

@@ -24,6 +24,7 @@ type jobFlags struct {
 	keys, after                      []string
 	runAfterFailure                  bool
 	file                             string
+	dedup                            dedupFlags
 }
 
 func newEnqueueCommand() *cobra.Command {
@@ -40,6 +41,8 @@ the new jobs' ids, one a line.`,
 		Example: `  usher enqueue scan --text 10.1.2.3 --key net:10.1.2.0/24
   usher enqueue etl --payload '{"table": "users"}' --timeout 5m --max-attempts 3 --backoff 10s
   usher enqueue db --group db1 --mode write --after 812
+  usher enqueue mail --payload '{"order": 17}' --idempotency-key order-17-mail
+  usher enqueue report --text daily --unique-by-args --unique-period 24h
   usher enqueue --file jobs.jsonl
   generate-jobs | usher enqueue --file - --json`,
 		Args: cobra.MaximumNArgs(1),
@@ -59,17 +62,18 @@ the new jobs' ids, one a line.`,
 	f.DurationVar(&j.backoff, "backoff", 0, "wait before the second attempt, doubling after")
 	f.DurationVar(&j.maxBackoff, "max-backoff", 0, "longest wait between attempts")
 	f.StringVarP(&j.file, "file", "f", "", "read jobs as JSON lines or a JSON array from this file (- for stdin)")
+	j.dedup.register(cmd)
 	o.register(cmd)
 	cmd.RunE = withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
 		specs, err := j.specs(cmd, args)
 		if err != nil {
 			return err
 		}
-		ids, err := c.Enqueue(cmd.Context(), specs...)
+		ans, err := c.EnqueueAnswer(cmd.Context(), specs...)
 		if err != nil {
 			return fmt.Errorf("enqueueing %d jobs: %w", len(specs), err)
 		}
-		return printIDs(cmd, o, ids)
+		return printAnswer(cmd, o, ans)
 	})
 	return cmd
 }
@@ -116,7 +120,7 @@ func (j *jobFlags) spec(cmd *cobra.Command, queue string) (client.JobSpec, error
 		s.Retry = &client.RetryPolicy{MaxAttempts: j.maxAttempts, BackoffMs: j.backoff.Milliseconds(),
 			MaxBackoffMs: j.maxBackoff.Milliseconds()}
 	}
-	return s, nil
+	return s, j.dedup.apply(cmd, &s)
 }
 
 // readJobs reads jobs as one JSON array or a sequence of JSON objects (JSON
@@ -172,20 +176,6 @@ func inputName(name string) string {
 		return "standard input"
 	}
 	return name
-}
-
-// printIDs prints new jobs' ids one a line, or {"ids": [...]} with --json.
-func printIDs(cmd *cobra.Command, o *clientOpts, ids []string) error {
-	if o.json {
-		return printJSON(cmd.OutOrStdout(), map[string][]string{"ids": ids})
-	}
-	var b strings.Builder
-	for _, id := range ids {
-		b.WriteString(id)
-		b.WriteByte('\n')
-	}
-	_, err := io.WriteString(cmd.OutOrStdout(), b.String())
-	return err
 }
 
 func newTargetsCommand() *cobra.Command {

@@ -42,6 +42,9 @@ type Config struct {
 	MaxOutput int
 	// MaxPayload caps a job's payload (default 1 MiB).
 	MaxPayload int
+	// KeyRetention is how long an idempotency key is kept after its
+	// enqueue (default DefaultKeyRetention).
+	KeyRetention time.Duration
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -72,6 +75,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.KeyRetention <= 0 {
+		c.KeyRetention = DefaultKeyRetention
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -104,6 +110,7 @@ type Engine struct {
 
 	crons    map[string]*cronEntry // periodic jobs by name (cron.go)
 	cronNext time.Time             // their earliest next tick; zero: none
+	dd       dedup                 // idempotency keys and unique jobs (dedup.go)
 }
 
 // liveJob is what the engine keeps of an unfinished job beside the core.
@@ -119,6 +126,7 @@ type liveJob struct {
 	running   bool
 	attempt   int
 	agent     string
+	unique    string // its unique key; "": not a unique job
 }
 
 // Open rebuilds the engine's state from the store.
@@ -337,6 +345,7 @@ func (e *Engine) finished(id string, s jobtype.State, at time.Time, r *jobtype.R
 	}
 	delete(e.live, id)
 	e.dropHeld(j)
+	e.dropUnique(j)
 	e.emit(Op{Kind: OpFinish, ID: j.n, State: s, At: at, Result: r})
 }
 

@@ -160,6 +160,9 @@ func keyStats(ks []sched.KeyUsage) []jobtype.KeyStats {
 func (e *Engine) CheckInvariants() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.checkDedupLocked(); err != nil {
+		return err
+	}
 	return e.core.CheckInvariants()
 }
 

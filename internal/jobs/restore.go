@@ -46,6 +46,7 @@ func (e *Engine) restore(ctx context.Context) error {
 		e.mu.Unlock()
 		return err
 	}
+	e.restoreDedupLocked(snap.Keys)
 	return e.commit(ctx)
 }
 
@@ -70,6 +71,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		specs = append(specs, cs)
 		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
 			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, retryAt: r.ReadyAt}
+		e.addUniqueLocked(e.live[cs.ID], specUniqueKey(&sp, r.CreatedAt))
 		if r.Running {
 			e.emit(Op{Kind: OpRequeue, ID: r.ID, At: e.cfg.Now(), Result: &jobtype.Result{ID: cs.ID, Attempt: r.Attempt,
 				ExitCode: -1, Error: "the server stopped while the job ran"}})

@@ -46,6 +46,9 @@ type Snapshot struct {
 	NextJob      int64
 	NextWorkflow int64
 	Crons        []CronRecord // periodic jobs, sorted by name
+	// Keys are the idempotency keys kept: an insert whose spec has one
+	// keeps it (key, job id, creation time) until an OpPruneKeys.
+	Keys []IdemKey
 }
 
 // CronRecord is a periodic job's entry as stored: its definition, the
@@ -96,6 +99,7 @@ const (
 	OpPutCron                       // Cron: a periodic job's entry, created or changed
 	OpDeleteCron                    // Name: a periodic job's entry is removed
 	OpFireCron                      // Record, Cron: a tick's job inserted and its entry's LastAt, in one write
+	OpPruneKeys                     // At: idempotency keys kept since before At are deleted
 )
 
 // Op is one change to durable state.

@@ -18,33 +18,76 @@ import (
 
 // Enqueue submits jobs, all or none, and returns their ids in order.
 func (e *Engine) Enqueue(ctx context.Context, specs []jobtype.JobSpec) ([]string, error) {
+	ans, err := e.EnqueueAnswer(ctx, specs)
+	return ans.IDs, err
+}
+
+// EnqueueAnswer submits jobs, all or none, and returns their ids in
+// order; a spec that repeats a kept idempotency key or an unfinished
+// unique job creates nothing, and its id is the existing job's
+// (Existing says which).
+func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jobtype.EnqueueAnswer, error) {
+	var ans jobtype.EnqueueAnswer
 	if len(specs) == 0 {
-		return nil, invalid("jobs", "empty")
+		return ans, invalid("jobs", "empty")
 	}
 	e.mu.Lock()
+	now := e.cfg.Now()
+	e.expireKeysLocked(now)
+	// A refusal still hands the store the expired keys' prune, if any.
+	fail := func(err error) (jobtype.EnqueueAnswer, error) {
+		e.flushLocked()
+		e.mu.Unlock()
+		return jobtype.EnqueueAnswer{}, err
+	}
 	first := e.nextJob
-	recs := make([]*Record, len(specs))
-	core := make([]sched.JobSpec, len(specs))
+	ids := make([]string, len(specs))
+	recs := make([]*Record, 0, len(specs))
+	core := make([]sched.JobSpec, 0, len(specs))
+	uks := make([]string, 0, len(specs))
+	var b batchDedup
 	for i := range specs {
-		r, cs, err := e.prepareLocked(specs[i], first+int64(i))
-		if err != nil {
-			e.mu.Unlock()
-			return nil, prefixed(fmt.Sprintf("jobs[%d]", i), err)
+		sp := &specs[i]
+		if err := checkDedup(sp); err != nil {
+			return fail(prefixed(fmt.Sprintf("jobs[%d]", i), err))
 		}
-		recs[i], core[i] = r, cs
+		uk := specUniqueKey(sp, now)
+		if id, ok := e.existingLocked(sp, uk, &b, ids); ok {
+			ids[i] = id
+			if ans.Existing == nil {
+				ans.Existing = make([]bool, len(specs))
+			}
+			ans.Existing[i] = true
+			continue
+		}
+		r, cs, err := e.prepareLocked(*sp, first+int64(len(recs)))
+		if err != nil {
+			return fail(prefixed(fmt.Sprintf("jobs[%d]", i), err))
+		}
+		r.CreatedAt = now
+		ids[i] = cs.ID
+		b.remember(sp, uk, i)
+		recs, core, uks = append(recs, r), append(core, cs), append(uks, uk)
+	}
+	ans.IDs = ids
+	if len(core) == 0 {
+		// Every job existed: answer once they are durable, as their own
+		// enqueue may still be waiting for the store.
+		return ans, e.commit(ctx)
 	}
 	if err := e.submitLocked(core, nil); err != nil {
-		e.mu.Unlock()
-		return nil, err
+		return fail(err)
 	}
-	e.nextJob += int64(len(specs))
-	ids := make([]string, len(specs))
+	e.nextJob += int64(len(recs))
 	for i, r := range recs {
-		ids[i] = core[i].ID
 		e.addLive(r, core[i].After)
+		e.addUniqueLocked(e.live[core[i].ID], uks[i])
+		if k := r.Spec.IdempotencyKey; k != "" {
+			e.addKeyLocked(IdemKey{Key: k, Job: r.ID, At: r.CreatedAt})
+		}
 	}
 	e.afterChangeLocked()
-	return ids, e.commit(ctx)
+	return ans, e.commit(ctx)
 }
 
 // submitLocked hands jobs to the core: one alone, several atomically.
@@ -312,6 +355,9 @@ func (e *Engine) prepareWorkflow(w jobtype.WorkflowSpec, wf int64, byName map[st
 		}
 		spec := j.JobSpec
 		spec.After = nil
+		if err := noDedupInWorkflow(&spec); err != nil {
+			return nil, nil, nil, prefixed(field, err)
+		}
 		r, cs, err := e.prepareLocked(spec, e.nextJob+int64(i))
 		if err != nil {
 			return nil, nil, nil, prefixed(field, err)
@@ -492,6 +538,7 @@ func (e *Engine) resubmitLocked(old jobtype.Job, n int64, wfName string) error {
 	}
 	id := jobID(n)
 	e.live[id] = &liveJob{n: n, id: id, queue: sp.Queue, payload: sp.Payload, timeoutMs: sp.TimeoutMs, after: cs.After, workflow: wf}
+	e.addUniqueLocked(e.live[id], specUniqueKey(&sp, old.CreatedAt))
 	rec := &Record{ID: n, Spec: sp, Workflow: wf, CreatedAt: old.CreatedAt}
 	rec.Spec.After = nil
 	for _, d := range cs.After {

@@ -38,7 +38,14 @@ func post(b *testing.B, c *http.Client, s *jobsapitest.Server, path string, body
 // has agents lease and complete them in batches: the durable path of
 // generic jobs through real HTTP and SQLite. It reports enqueue and
 // processing rates.
-func BenchmarkThroughput(b *testing.B) {
+func BenchmarkThroughput(b *testing.B) { throughput(b, false) }
+
+// BenchmarkThroughputWithKeys is BenchmarkThroughput with an idempotency
+// key on every job, as the Go client sends them: the cost of keeping the
+// keys, in memory and in the store.
+func BenchmarkThroughputWithKeys(b *testing.B) { throughput(b, true) }
+
+func throughput(b *testing.B, keyed bool) {
 	s := jobsapitest.Start(b)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	post(b, c, s, "/v1/queues", map[string]any{"name": "q"}, nil)
@@ -49,6 +56,9 @@ func BenchmarkThroughput(b *testing.B) {
 		jobs := make([]map[string]any, n)
 		for i := range jobs {
 			jobs[i] = map[string]any{"queue": "q", "payload": i}
+			if keyed {
+				jobs[i]["idempotencyKey"] = fmt.Sprintf("%032x", done+i)
+			}
 		}
 		post(b, c, s, "/v1/jobs", map[string]any{"jobs": jobs}, nil)
 		done += n

@@ -16,6 +16,10 @@ func FuzzSubmitBodies(f *testing.F) {
 		`{"jobs":[{"queue":"q","timeoutMs":-1}]}`,
 		`{"name":"w","jobs":[{"name":"a","queue":"q"},{"name":"b","queue":"q","after":["a"]}],"edges":[{"from":"b","to":"a"}]}`,
 		`{"jobs":[{"queue":"q","payload":"\u0000\ud800"}]}`,
+		`{"jobs":[{"queue":"q","idempotencyKey":"k"},{"queue":"q","idempotencyKey":"k"},{"queue":"q","idempotencyKey":""}]}`,
+		`{"jobs":[{"queue":"q","payload":{"b":1,"a":[1.50,2]},"unique":{"byArgs":true,"byPeriodMs":1000,"states":["queued","running"]}}]}`,
+		`{"jobs":[{"queue":"q","unique":{"states":["done"],"byPeriodMs":-1}}]}`,
+		`{"name":"w","jobs":[{"name":"a","queue":"q","idempotencyKey":"k","unique":{}}]}`,
 		`[`, `{}`, `null`, `{"jobs":null}`,
 	} {
 		f.Add([]byte(seed))

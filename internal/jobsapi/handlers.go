@@ -105,15 +105,22 @@ func (a *api) listLimits(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
+	raw, err := readBody(r)
+	if err != nil {
+		return err
+	}
 	var body jobtype.EnqueueRequest
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	ids, err := a.Engine.Enqueue(r.Context(), body.Jobs)
+	if err := emptyKeys(raw, body.Jobs); err != nil {
+		return err
+	}
+	ans, err := a.Engine.EnqueueAnswer(r.Context(), body.Jobs)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, jobtype.EnqueueAnswer{IDs: ids})
+	return writeJSON(w, http.StatusCreated, ans)
 }
 
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
@@ -169,8 +176,15 @@ func (a *api) retryJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
+	raw, err := readBody(r)
+	if err != nil {
+		return err
+	}
 	var spec jobtype.WorkflowSpec
 	if err := decode(r, &spec); err != nil {
+		return err
+	}
+	if err := keysInWorkflow(raw); err != nil {
 		return err
 	}
 	id, byName, err := a.Engine.SubmitWorkflow(r.Context(), spec)

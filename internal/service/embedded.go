@@ -76,7 +76,7 @@ func (m *embedded) openJobs(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	jc := m.cfg.Jobs
-	m.jobs, err = jobs.Open(ctx, jobs.Config{Store: m.jobStore, Tiers: jc.Tiers, LeaseTTL: jc.LeaseTTL, Logger: m.cfg.Logger})
+	m.jobs, err = jobs.Open(ctx, jobs.Config{Store: m.jobStore, Tiers: jc.Tiers, LeaseTTL: jc.LeaseTTL, KeyRetention: jc.KeyRetention, Logger: m.cfg.Logger})
 	if err != nil {
 		return err
 	}

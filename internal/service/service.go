@@ -124,6 +124,8 @@ type JobsConfig struct {
 	MaxBody int64
 	// Retention is how long finished jobs are kept (0: for good).
 	Retention time.Duration
+	// KeyRetention is how long an idempotency key is kept (0: 24 h).
+	KeyRetention time.Duration
 }
 
 // Service is a configured, not yet serving, `usher serve`: the parts both

@@ -56,6 +56,10 @@ CREATE TABLE job_next_ids (kind TEXT PRIMARY KEY, next INTEGER NOT NULL) WITHOUT
 -- Periodic jobs: name → the entry's record as JSON (jobs.CronRecord), its
 -- lastAt written in the transaction that inserts that tick's job.
 CREATE TABLE job_crons (name TEXT PRIMARY KEY, rec TEXT NOT NULL) WITHOUT ROWID;
+-- Idempotency keys: written with the job that brought them, deleted by
+-- the engine's OpPruneKeys once older than the key retention.
+CREATE TABLE job_idempotency_keys (key TEXT PRIMARY KEY, job INTEGER NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX job_idempotency_keys_by_time ON job_idempotency_keys(created_at);
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -120,6 +124,9 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 		return nil, err
 	}
 	if err := s.loadCrons(ctx, snap); err != nil {
+		return nil, err
+	}
+	if err := s.loadKeys(ctx, snap); err != nil {
 		return nil, err
 	}
 	err := s.db.QueryRowContext(ctx, nextIDQuery, "jobs").Scan(&snap.NextJob)
@@ -338,4 +345,26 @@ func (s *Store) loadCrons(ctx context.Context, snap *jobs.Snapshot) error {
 		snap.Crons = append(snap.Crons, r)
 	}
 	return rows.Err()
+}
+
+// loadKeys reads the idempotency keys kept.
+func (s *Store) loadKeys(ctx context.Context, snap *jobs.Snapshot) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT key, job, created_at FROM job_idempotency_keys ORDER BY created_at`)
+	if err != nil {
+		return fmt.Errorf("sqlitejobs: load idempotency keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k jobs.IdemKey
+		var at int64
+		if err := rows.Scan(&k.Key, &k.Job, &at); err != nil {
+			return fmt.Errorf("sqlitejobs: load idempotency keys: %w", err)
+		}
+		k.At = time.UnixMilli(at)
+		snap.Keys = append(snap.Keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlitejobs: load idempotency keys: %w", err)
+	}
+	return nil
 }

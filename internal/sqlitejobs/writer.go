@@ -52,6 +52,9 @@ var statements = map[string]string{
 		FROM json_each(?) AS v WHERE jobs.id = v.value ->> '$[0]'`,
 	"succeedMany": `UPDATE jobs SET state = 2, finished_at = ?, exit_code = 0, output = '', error = ''
 		WHERE id IN (SELECT value FROM json_each(?))`,
+	"key": `INSERT INTO job_idempotency_keys (key, job, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET job = excluded.job, created_at = excluded.created_at`,
+	"pruneKeys": `DELETE FROM job_idempotency_keys WHERE created_at < ?`,
 	"reset": `UPDATE jobs SET state = 0, attempt = 0, agent = NULL, ready_at = NULL, started_at = NULL,
 		finished_at = NULL, exit_code = NULL, output = NULL, error = NULL WHERE id = ?`,
 	"putCron":    `INSERT INTO job_crons (name, rec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET rec = excluded.rec`,
@@ -172,7 +175,15 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 	case jobs.OpWorkflow:
 		return w.exec(ctx, tx, "workflow", op.ID, op.Name, op.At.UnixMilli())
 	case jobs.OpInsert:
-		return w.insert(ctx, tx, op.Record)
+		if err := w.insert(ctx, tx, op.Record); err != nil {
+			return err
+		}
+		if k := op.Record.Spec.IdempotencyKey; k != "" {
+			return w.exec(ctx, tx, "key", k, op.Record.ID, op.Record.CreatedAt.UnixMilli())
+		}
+		return nil
+	case jobs.OpPruneKeys:
+		return w.exec(ctx, tx, "pruneKeys", op.At.UnixMilli())
 	case jobs.OpStart:
 		return w.exec(ctx, tx, "start", op.Attempt, op.Agent, op.At.UnixMilli(), op.ID)
 	case jobs.OpRequeue:

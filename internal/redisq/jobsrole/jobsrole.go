@@ -39,6 +39,8 @@ type Config struct {
 	Tiers    []sched.Tier
 	LeaseTTL time.Duration
 	MaxBody  int64
+	// KeyRetention is how long an idempotency key is kept (0: 24 h).
+	KeyRetention time.Duration
 	// AdminToken, when set, is made an admin token; else, when no admin
 	// token exists, one is created and written to AdminTokenFile.
 	AdminToken     string
@@ -164,7 +166,7 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 func (r *Role) open(ctx context.Context, store *redisjobs.Store, log *slog.Logger) (*jobs.Engine, error) {
 	wait := 50 * time.Millisecond
 	for {
-		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, Logger: log})
+		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, KeyRetention: r.cfg.KeyRetention, Logger: log})
 		if err == nil || errors.Is(err, redisjobs.ErrFenced) || ctx.Err() != nil {
 			return engine, err
 		}

@@ -95,6 +95,9 @@ func (e *encoder) op(op *jobs.Op) error {
 		return e.reset(op)
 	case jobs.OpPutCron, jobs.OpDeleteCron, jobs.OpFireCron:
 		return e.cron(op)
+	case jobs.OpPruneKeys:
+		e.add("11", op.At.UnixMilli())
+		e.keys = append(e.keys, e.n.idem, e.n.idemAt)
 	default:
 		return fmt.Errorf("redisjobs: unknown change kind %d", op.Kind)
 	}
@@ -216,6 +219,12 @@ func (e *encoder) inserts(ops []jobs.Op) (int, error) {
 		e.keys = append(e.keys, e.n.job(r.ID))
 		e.seen[r.ID] = true // the script knows it from here on
 		e.nextJob = max(e.nextJob, r.ID+1)
+	}
+	for _, op := range ops[:n] {
+		if r := op.Record; r.Spec.IdempotencyKey != "" {
+			e.add("10", r.Spec.IdempotencyKey, r.ID, r.CreatedAt.UnixMilli())
+			e.keys = append(e.keys, e.n.idem, e.n.idemAt)
+		}
 	}
 	return n, nil
 }

@@ -16,6 +16,8 @@ type names struct {
 	wfCreated  string    // zset: workflow ids, score = creation time (unix ms)
 	next       string    // hash: "job", "workflow" → the next id
 	crons      string    // hash: periodic job name → its record JSON (jobs.CronRecord)
+	idem       string    // hash: idempotency key → id of the job it created
+	idemAt     string    // zset: idempotency keys, score = when kept (unix ms)
 	// The indexes of an older layout, which Load converts (convert.go).
 	oldIDs, oldQueued string
 }
@@ -37,7 +39,8 @@ func newNames(prefix string) names {
 	p := prefix + "jobs."
 	n := names{prefix: prefix, unfinished: p + "unfinished", finished: p + "finished", queues: p + "queues",
 		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next",
-		crons:  p + "crons",
+		crons: p + "crons",
+		idem:  p + "idempotency", idemAt: p + "idempotency.created",
 		oldIDs: p + "ids", oldQueued: p + "state:queued"}
 	for c := stRunning; c <= stCancelled; c++ {
 		n.states[c] = p + "state:" + stateNames[c]

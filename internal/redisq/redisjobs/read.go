@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,6 +32,9 @@ func (s *Store) Load(ctx context.Context) (*jobs.Snapshot, error) {
 		return nil, err
 	}
 	if err := s.loadCrons(ctx, snap); err != nil {
+		return nil, err
+	}
+	if err := s.loadKeys(ctx, snap); err != nil {
 		return nil, err
 	}
 	next, err := s.rdb.HMGet(ctx, s.k.next, "job", "workflow").Result()
@@ -298,4 +302,32 @@ func (s *Store) WorkflowInfo(ctx context.Context, id int64) (string, error) {
 		return "", fmt.Errorf("redisjobs: workflow %d: %w", id, err)
 	}
 	return name, nil
+}
+
+// loadKeys reads the idempotency keys kept, oldest first.
+func (s *Store) loadKeys(ctx context.Context, snap *jobs.Snapshot) error {
+	ids, err := s.rdb.HGetAll(ctx, s.k.idem).Result()
+	if err != nil {
+		return fmt.Errorf("redisjobs: load idempotency keys: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	at, err := s.rdb.ZRangeWithScores(ctx, s.k.idemAt, 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("redisjobs: load idempotency keys: %w", err)
+	}
+	for _, z := range at {
+		key, _ := z.Member.(string)
+		v, ok := ids[key]
+		if !ok {
+			continue
+		}
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("redisjobs: idempotency key %q: job %q is not an id", key, v)
+		}
+		snap.Keys = append(snap.Keys, jobs.IdemKey{Key: key, Job: id, At: time.UnixMilli(int64(z.Score))})
+	}
+	return nil
 }

@@ -236,6 +236,25 @@ end
 -- written together or (fenced) not at all.
 ops['cp'] = function() redis.call('HSET', key(), ARGV[a], ARGV[a + 1]); a = a + 2 end
 ops['cd'] = function() redis.call('HDEL', key(), ARGV[a]); a = a + 1 end
+-- 10: an idempotency key kept: the key, its job's id, when (unix ms).
+-- Keys: the keys' hash and zset.
+ops['10'] = function()
+  local h, z = key(), key()
+  redis.call('HSET', h, ARGV[a], ARGV[a + 1])
+  redis.call('ZADD', z, ARGV[a + 2], ARGV[a])
+  a = a + 3
+end
+-- 11: the idempotency keys kept since before ARGV[a] deleted, up to
+-- 100,000 (the next prune takes the rest). Keys: as for 10.
+ops['11'] = function()
+  local h, z = key(), key()
+  local old = redis.call('ZRANGEBYSCORE', z, '-inf', '(' .. ARGV[a], 'LIMIT', 0, 100000)
+  a = a + 1
+  if #old > 0 then
+    batched('HDEL', h, old, 1000)
+    batched('ZREM', z, old, 1000)
+  end
+end
 while a <= #ARGV do
   local kind = ARGV[a]
   a = a + 1

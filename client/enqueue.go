@@ -1,0 +1,69 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/usherhq/usher/jobtype"
+)
+
+// enqueueTries is how often EnqueueAnswer sends a request whose answer
+// was lost or was a server-side failure, and enqueueMaxWait the longest
+// wait between tries.
+const (
+	enqueueTries   = 5
+	enqueueMaxWait = 2 * time.Second
+)
+
+// EnqueueAnswer submits jobs, all or none, and returns their ids in the
+// given order; Existing marks the jobs that were there before (a repeated
+// idempotency key, or a unique job alike).
+//
+// A job without an IdempotencyKey gets a random one (32 hex digits)
+// before the first try, so that trying again after a lost answer never
+// creates a job twice: a transport error, 408, 429 or 5xx is tried again,
+// up to 5 tries with backoff (0.1 s doubling, at most 2 s), while ctx
+// lasts. The server keeps keys for 24 h by default. The jobs passed in
+// are not changed.
+func (c *Client) EnqueueAnswer(ctx context.Context, jobs ...JobSpec) (EnqueueAnswer, error) {
+	in := jobtype.EnqueueRequest{Jobs: withKeys(jobs)}
+	var out jobtype.EnqueueAnswer
+	var err error
+	for try := 0; try < enqueueTries; try++ {
+		if try > 0 && !sleep(ctx, backoff(try-1, enqueueMaxWait)) {
+			return out, err
+		}
+		out = jobtype.EnqueueAnswer{}
+		err = c.call(ctx, http.MethodPost, "/v1/jobs", in, &out)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return out, err
+		}
+	}
+	return out, err
+}
+
+// withKeys returns jobs, copied, with a fresh idempotency key in each
+// that has none.
+func withKeys(jobs []JobSpec) []JobSpec {
+	if !slices.ContainsFunc(jobs, func(j JobSpec) bool { return j.IdempotencyKey == "" }) {
+		return jobs
+	}
+	out := slices.Clone(jobs)
+	for i := range out {
+		if out[i].IdempotencyKey == "" {
+			out[i].IdempotencyKey = newKey()
+		}
+	}
+	return out
+}
+
+// newKey is a random idempotency key.
+func newKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b[:])
+}

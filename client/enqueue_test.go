@@ -1,0 +1,86 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/usherhq/usher/client"
+	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+)
+
+// lostAnswerTransport is a fault the real parts cannot produce on
+// demand: it passes each request to the real server but, for the first
+// lose enqueues, throws the server's answer away and reports a broken
+// connection, as a network that fails after the server acted does.
+type lostAnswerTransport struct {
+	lose atomic.Int32
+	sent atomic.Int32 // enqueue requests that reached the server
+}
+
+func (l *lostAnswerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || req.Method != http.MethodPost || req.URL.Path != "/v1/jobs" {
+		return resp, err
+	}
+	l.sent.Add(1)
+	if l.lose.Add(-1) >= 0 {
+		resp.Body.Close()
+		return nil, errors.New("connection reset by peer (answer lost by the test)")
+	}
+	return resp, nil
+}
+
+// When the answer of an enqueue is lost after the server created the
+// jobs, the client tries again with the same idempotency keys it chose:
+// the jobs exist once, and the ids it returns are theirs.
+func TestEnqueueRetryAfterALostAnswerCreatesNothingTwice(t *testing.T) {
+	srv := jobsapitest.Start(t)
+	ctx := t.Context()
+	tr := &lostAnswerTransport{}
+	c := client.New(srv.URL, srv.AdminToken, client.WithHTTPClient(&http.Client{Transport: tr}))
+	if _, err := c.CreateQueue(ctx, client.QueueSpec{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	specs := []client.JobSpec{{Queue: "q", Payload: []byte(`1`)}, {Queue: "q", Payload: []byte(`2`), IdempotencyKey: "mine"}}
+	tr.lose.Store(2)
+	ids, err := c.Enqueue(ctx, specs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tr.sent.Load(); n != 3 {
+		t.Fatalf("%d enqueue requests reached the server; want 3 (two answers lost)", n)
+	}
+	if !slices.Equal(ids, []string{"1", "2"}) {
+		t.Fatalf("ids = %v; want [1 2], the jobs of the first try", ids)
+	}
+	page, err := c.Jobs(ctx, client.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 2 {
+		t.Fatalf("the server holds %d jobs; want 2", len(page.Jobs))
+	}
+	if k := page.Jobs[0].IdempotencyKey; len(k) != 32 || strings.Trim(k, "0123456789abcdef") != "" {
+		t.Fatalf("key the client chose = %q; want 32 hex digits", k)
+	}
+	if page.Jobs[1].IdempotencyKey != "mine" || specs[0].IdempotencyKey != "" {
+		t.Fatalf("the caller's key was replaced (%q), or its spec changed (%q)", page.Jobs[1].IdempotencyKey, specs[0].IdempotencyKey)
+	}
+	// A refusal is not tried again.
+	tr.sent.Store(0)
+	if _, err := c.Enqueue(ctx, client.JobSpec{Queue: "nope"}); client.StatusOf(err) != 400 || tr.sent.Load() != 1 {
+		t.Fatalf("unknown queue: %v after %d requests; want one 400", err, tr.sent.Load())
+	}
+	// A context that ends stops the retries.
+	tr.lose.Store(1000)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Enqueue(cctx, client.JobSpec{Queue: "q"}); err == nil {
+		t.Fatal("enqueue with an ended context succeeded")
+	}
+}
