@@ -48,8 +48,8 @@ type Scheduler struct {
 	queueNames  table.NameCache[queue]
 	workerNames table.NameCache[worker]
 	pools       map[string]*pool
-	poolList    []*pool // in creation order, for determinism
-	delayed     jobHeap // retries waiting out their backoff, keyed by ready time
+	poolList    []*pool      // in creation order, for determinism
+	delayed     jobHeap      // retries waiting out their backoff, keyed by ready time
 	deadlines   deadlineHeap // jobs that must start by a time, keyed by it
 
 	seq      uint64 // ready sequence: FIFO order inside a queue
