@@ -116,6 +116,7 @@ type liveJob struct {
 	running   bool
 	attempt   int
 	agent     string
+	runAt     time.Time // when a job that never ran is due (scheduled until then)
 }
 
 // Open rebuilds the engine's state from the store.
@@ -270,6 +271,8 @@ func (e *Engine) applyEventsLocked() {
 			e.finished(ev.JobID, jobtype.StateFailed, now, agentLost(ev))
 		case sched.EventCancelled:
 			e.finished(ev.JobID, jobtype.StateCancelled, now, nil)
+		case sched.EventExpired:
+			e.expired(ev.JobID, now)
 		case sched.EventLeaseExpired:
 			e.cfg.Logger.Warn("jobs: agent lease lapsed", "agent", ev.WorkerID)
 			delete(e.agents, ev.WorkerID)

@@ -43,6 +43,8 @@ func Run(t *testing.T, open Opener) {
 		{"AppendOrderAndGroupCommit", testOrder},
 		{"CloseWritesWhatWasAppended", testClose},
 		{"EngineRestart", testEngineRestart},
+		{"ScheduleStored", testScheduleStored},
+		{"ScheduledJobsThroughARestart", testScheduledRestart},
 		{"RetryOfAJobPrunedAfterItsReadBringsItBack", func(t *testing.T, open func(t *testing.T) jobs.Store) {
 			testRetryRacingAPrune(t, open, false, "job")
 		}},
