@@ -150,7 +150,8 @@ func testScheduledRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 
 	s.Close()
 	clk.Advance(40 * time.Minute)
-	e = scheduledEngine(t, open(t), clk)
+	s = open(t)
+	e = scheduledEngine(t, s, clk)
 	e.Tick()
 	if j, err := e.Job(ctx, "4"); err != nil || j.State != jobtype.StateCancelled || j.Error != jobs.DeadlinePassed {
 		t.Fatalf("job 4 after its deadline: %+v, %v", j, err)
@@ -173,4 +174,16 @@ func testScheduledRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	clk.Advance(time.Hour)
 	e.Tick()
 	wantList(t, "leased at two hours", leasedIDs(t, e), "2")
+
+	// A retry of the job discarded at its deadline is queued, and stays
+	// so through another restart: its deadline is past, its runAt gone.
+	if j, err := e.Retry(ctx, "4"); err != nil || j.State != jobtype.StateQueued {
+		t.Fatalf("retry of job 4: %+v, %v", j, err)
+	}
+	s.Close()
+	e = scheduledEngine(t, open(t), clk)
+	e.Tick()
+	if j, err := e.Job(ctx, "4"); err != nil || j.State != jobtype.StateQueued {
+		t.Fatalf("retried job 4 after a restart: %+v, %v; want queued", j, err)
+	}
 }
