@@ -172,6 +172,14 @@ func (c *Client) Retry(ctx context.Context, id string) (Job, error) {
 	return out, err
 }
 
+// RunNow makes a scheduled job, or one waiting out a retry's backoff,
+// ready now and returns it. Any other job is an error with status 409.
+func (c *Client) RunNow(ctx context.Context, id string) (Job, error) {
+	var out Job
+	err := c.call(ctx, http.MethodPost, "/v1/jobs/"+esc(id)+"/run", nil, &out)
+	return out, err
+}
+
 // Stats returns the server's usage report.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var out Stats

@@ -16,6 +16,7 @@ const (
 // States of a job (jobtype.State).
 const (
 	StateWaiting   = jobtype.StateWaiting
+	StateScheduled = jobtype.StateScheduled
 	StateDelayed   = jobtype.StateDelayed
 	StateQueued    = jobtype.StateQueued
 	StateRunning   = jobtype.StateRunning

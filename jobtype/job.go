@@ -19,6 +19,10 @@ const (
 	StateCancelled State = "cancelled" // final
 )
 
+// StateScheduled is an unfinished state: the job waits for its due time
+// (JobSpec.RunAt or DelayMs) before its first run.
+const StateScheduled State = "scheduled"
+
 // Final says whether the state is one a job never leaves by itself.
 func (s State) Final() bool {
 	return s == StateSucceeded || s == StateFailed || s == StateCancelled
@@ -43,6 +47,15 @@ type JobSpec struct {
 	After           []string     `json:"after,omitempty"`
 	RunAfterFailure bool         `json:"runAfterFailure,omitempty"`
 	Retry           *RetryPolicy `json:"retry,omitempty"`
+	// RunAt schedules the job's first run (RFC 3339); DelayMs, the
+	// alternative, schedules it that many milliseconds after submission
+	// (the server stores it as RunAt). Until then the job is scheduled; a
+	// job with dependencies waits for its due time once they are done.
+	RunAt   *time.Time `json:"runAt,omitempty"`
+	DelayMs int64      `json:"delayMs,omitempty"`
+	// Deadline discards the job (state cancelled, error "deadline passed")
+	// if it has not started by then (RFC 3339).
+	Deadline *time.Time `json:"deadline,omitempty"`
 	// IdempotencyKey makes a repeated enqueue harmless: while the key is
 	// kept (24 h by default), a job submitted with the same key is not
 	// created again; the answer gives the first job's id.

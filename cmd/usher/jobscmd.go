@@ -25,6 +25,17 @@ type jobFlags struct {
 	runAfterFailure                  bool
 	file                             string
 	dedup                            dedupFlags
+	runAt, deadline                  string
+	delay                            time.Duration
+}
+
+// newJobsSubmitCommand is enqueue as `usher jobs submit`.
+func newJobsSubmitCommand() *cobra.Command {
+	cmd := newEnqueueCommand()
+	cmd.Use = "submit [QUEUE]"
+	cmd.Example = `  usher jobs submit report --run-at 2026-12-01T06:00:00Z
+  usher jobs submit scan --text 10.1.2.3 --delay 10m --deadline 2026-12-01T07:00:00Z`
+	return cmd
 }
 
 func newEnqueueCommand() *cobra.Command {
@@ -35,9 +46,11 @@ func newEnqueueCommand() *cobra.Command {
 		Long: `enqueue submits one job to QUEUE described by the flags, or with --file many
 jobs as JSON lines or one JSON array (each object as docs/api.md's job:
 {"queue", "payload", "tier", "timeoutMs", "priority", "keys", "group",
-"mode", "after", "runAfterFailure", "retry"}); with --file a QUEUE fills in
-the queue of jobs that name none. All jobs are accepted or none. It prints
-the new jobs' ids, one a line.`,
+"mode", "after", "runAfterFailure", "retry", "runAt", "delayMs", "deadline"});
+with --file a QUEUE fills in the queue of jobs that name none. All jobs are
+accepted or none. It prints the new jobs' ids, one a line. --run-at or
+--delay schedule the job's first run (it is scheduled until then);
+--deadline discards it if it has not started by then.`,
 		Example: `  usher enqueue scan --text 10.1.2.3 --key net:10.1.2.0/24
   usher enqueue etl --payload '{"table": "users"}' --timeout 5m --max-attempts 3 --backoff 10s
   usher enqueue db --group db1 --mode write --after 812
@@ -63,6 +76,9 @@ the new jobs' ids, one a line.`,
 	f.DurationVar(&j.maxBackoff, "max-backoff", 0, "longest wait between attempts")
 	f.StringVarP(&j.file, "file", "f", "", "read jobs as JSON lines or a JSON array from this file (- for stdin)")
 	j.dedup.register(cmd)
+	f.StringVar(&j.runAt, "run-at", "", "run first at this RFC 3339 time (e.g. 2026-12-01T06:00:00Z)")
+	f.DurationVar(&j.delay, "delay", 0, "run first after this long (e.g. 10m)")
+	f.StringVar(&j.deadline, "deadline", "", "discard the job if it has not started by this RFC 3339 time")
 	o.register(cmd)
 	cmd.RunE = withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
 		specs, err := j.specs(cmd, args)
@@ -116,11 +132,40 @@ func (j *jobFlags) spec(cmd *cobra.Command, queue string) (client.JobSpec, error
 		b, _ := json.Marshal(j.text)
 		s.Payload = b
 	}
+	if err := j.schedule(&s); err != nil {
+		return s, err
+	}
 	if f.Changed("max-attempts") || f.Changed("backoff") || f.Changed("max-backoff") {
 		s.Retry = &client.RetryPolicy{MaxAttempts: j.maxAttempts, BackoffMs: j.backoff.Milliseconds(),
 			MaxBackoffMs: j.maxBackoff.Milliseconds()}
 	}
 	return s, j.dedup.apply(cmd, &s)
+}
+
+// schedule fills in --run-at, --delay and --deadline; the server checks
+// the values.
+func (j *jobFlags) schedule(s *client.JobSpec) error {
+	for _, t := range []struct {
+		flag, text string
+		dst        **time.Time
+	}{{"--run-at", j.runAt, &s.RunAt}, {"--deadline", j.deadline, &s.Deadline}} {
+		if t.text == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, t.text)
+		if err != nil {
+			return fmt.Errorf("%s %q is not an RFC 3339 time (e.g. 2026-12-01T06:00:00Z)", t.flag, t.text)
+		}
+		*t.dst = &at
+	}
+	if j.delay < 0 {
+		return fmt.Errorf("--delay %s is negative", j.delay)
+	}
+	if j.delay > 0 && s.RunAt != nil {
+		return errors.New("give --run-at or --delay, not both")
+	}
+	s.DelayMs = j.delay.Milliseconds()
+	return nil
 }
 
 // readJobs reads jobs as one JSON array or a sequence of JSON objects (JSON
@@ -224,10 +269,11 @@ per network.`,
 func newJobsCommand() *cobra.Command {
 	o := &clientOpts{}
 	return group(o, "jobs", "List, show, cancel and retry jobs",
-		`jobs reads and steers submitted jobs. A job's state is waiting (for its
-dependencies), delayed (waiting to retry), queued, running, succeeded,
-failed or cancelled.`,
-		jobsListCommand(o), jobsShowCommand(o), jobsActCommand(o, "cancel"), jobsActCommand(o, "retry"))
+		`jobs submits, reads and steers jobs. A job's state is waiting (for its
+dependencies), scheduled (for its first run's time), delayed (waiting to
+retry), queued, running, succeeded, failed or cancelled.`,
+		newJobsSubmitCommand(), jobsListCommand(o), jobsShowCommand(o), jobsActCommand(o, "cancel"),
+		jobsActCommand(o, "retry"), jobsActCommand(o, "run"))
 }
 
 func jobsListCommand(o *clientOpts) *cobra.Command {
@@ -243,6 +289,7 @@ func jobsListCommand(o *clientOpts) *cobra.Command {
 more follow it says which --after gives the next page. --all reads every
 page.`,
 		Example: `  usher jobs ls --queue scan --state failed
+  usher jobs ls --state scheduled
   usher jobs ls --workflow 3 --all
   usher jobs ls --state running --json | jq -r '.jobs[].id'`,
 		Args: cobra.NoArgs,
@@ -348,6 +395,7 @@ func printJob(w io.Writer, j client.Job) error {
 		{"priority:", strconv.Itoa(j.Priority)}, {"keys:", list(j.Keys)},
 		{"group:", orDash(strings.TrimSpace(j.Group + " " + j.Mode))}, {"after:", list(j.After)},
 		{"attempt:", fmt.Sprintf("%d of %d", j.Attempt, max(j.MaxAttempts, 1))}, {"agent:", orDash(j.Agent)},
+		{"run at:", whenSet(j.RunAt)}, {"deadline:", whenSet(j.Deadline)},
 		{"created:", when(j.CreatedAt)}, {"started:", whenSet(j.StartedAt)}, {"finished:", whenSet(j.FinishedAt)},
 		{"exit code:", exitText(j.ExitCode)}, {"error:", orDash(j.Error)},
 	} {
@@ -375,6 +423,11 @@ cancelled too unless they run after failures. A finished job is refused.`
 		short, long = "Queue failed or cancelled jobs again", `retry queues failed or cancelled jobs again with fresh attempts; other jobs
 are refused.`
 		act = (*client.Client).Retry
+	}
+	if verb == "run" {
+		short, long = "Run scheduled or delayed jobs now", `run makes scheduled jobs (waiting for their first run's time) and delayed ones
+(waiting to retry) ready now; other jobs are refused.`
+		act = (*client.Client).RunNow
 	}
 	return &cobra.Command{
 		Use:     verb + " ID...",

@@ -126,7 +126,8 @@ type liveJob struct {
 	running   bool
 	attempt   int
 	agent     string
-	unique    string // its unique key; "": not a unique job
+	unique    string    // its unique key; "": not a unique job
+	runAt     time.Time // when a job that never ran is due (scheduled until then)
 }
 
 // Open rebuilds the engine's state from the store.
@@ -155,12 +156,7 @@ func (e *Engine) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		e.mu.Lock()
-		next := e.core.NextDeadline()
-		if !e.cronNext.IsZero() && (next.IsZero() || e.cronNext.Before(next)) {
-			next = e.cronNext
-		}
-		e.mu.Unlock()
+		next := e.NextDeadline()
 		wait := time.Hour
 		if !next.IsZero() {
 			wait = max(next.Sub(e.cfg.Now()), time.Millisecond)
@@ -293,6 +289,8 @@ func (e *Engine) applyEventsLocked() {
 			e.finished(ev.JobID, jobtype.StateFailed, now, agentLost(ev))
 		case sched.EventCancelled:
 			e.finished(ev.JobID, jobtype.StateCancelled, now, nil)
+		case sched.EventExpired:
+			e.expired(ev.JobID, now)
 		case sched.EventLeaseExpired:
 			e.cfg.Logger.Warn("jobs: agent lease lapsed", "agent", ev.WorkerID)
 			delete(e.agents, ev.WorkerID)

@@ -24,7 +24,7 @@ func (e *Engine) Job(ctx context.Context, id string) (jobtype.Job, error) {
 }
 
 // Jobs lists jobs in id order. The store tells unfinished from finished
-// jobs; the engine tells a waiting, delayed or queued job apart.
+// jobs; the engine tells a waiting, scheduled, delayed or queued job apart.
 func (e *Engine) Jobs(ctx context.Context, f Filter) ([]jobtype.Job, error) {
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
@@ -32,8 +32,8 @@ func (e *Engine) Jobs(ctx context.Context, f Filter) ([]jobtype.Job, error) {
 	want := f.State
 	switch want {
 	case "", jobtype.StateRunning, jobtype.StateSucceeded, jobtype.StateFailed, jobtype.StateCancelled:
-	case jobtype.StateWaiting, jobtype.StateDelayed, jobtype.StateQueued:
-		f.State = jobtype.StateQueued // the store keeps all three as queued
+	case jobtype.StateWaiting, jobtype.StateDelayed, jobtype.StateQueued, jobtype.StateScheduled:
+		f.State = jobtype.StateQueued // the store keeps all four as queued
 	default:
 		return nil, invalid("state", "unknown state %q", want)
 	}
@@ -77,6 +77,9 @@ func (e *Engine) liveStateLocked(j *liveJob) jobtype.State {
 		if _, ok := e.live[d]; ok {
 			return jobtype.StateWaiting
 		}
+	}
+	if j.runAt.After(e.cfg.Now()) {
+		return jobtype.StateScheduled
 	}
 	return jobtype.StateQueued
 }

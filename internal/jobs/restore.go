@@ -59,7 +59,8 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		r := &recs[i]
 		sp := r.Spec
 		cs := sched.JobSpec{ID: jobID(r.ID), Queue: sp.Queue, Priority: sp.Priority, Keys: sp.Keys,
-			Group: sp.Group, RunAfterFailure: sp.RunAfterFailure, Attempts: r.Attempt, NotBefore: r.ReadyAt}
+			Group: sp.Group, RunAfterFailure: sp.RunAfterFailure, Attempts: r.Attempt}
+		runAt := restoreSchedule(r, &cs)
 		if err := e.checkBasics(&sp, &cs); err != nil {
 			return fmt.Errorf("jobs: restoring job %d: %w", r.ID, err)
 		}
@@ -70,7 +71,10 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		}
 		specs = append(specs, cs)
 		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
-			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, retryAt: r.ReadyAt}
+			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, runAt: runAt}
+		if r.Attempt > 0 {
+			e.live[cs.ID].retryAt = r.ReadyAt
+		}
 		e.addUniqueLocked(e.live[cs.ID], specUniqueKey(&sp, r.CreatedAt))
 		if r.Running {
 			e.emit(Op{Kind: OpRequeue, ID: r.ID, At: e.cfg.Now(), Result: &jobtype.Result{ID: cs.ID, Attempt: r.Attempt,

@@ -117,8 +117,12 @@ func (e *Engine) addLive(r *Record, after []string) {
 // trackLive records a submitted job beside the core.
 func (e *Engine) trackLive(r *Record, after []string) {
 	id := jobID(r.ID)
-	e.live[id] = &liveJob{n: r.ID, id: id, queue: r.Spec.Queue, payload: r.Spec.Payload,
+	l := &liveJob{n: r.ID, id: id, queue: r.Spec.Queue, payload: r.Spec.Payload,
 		timeoutMs: r.Spec.TimeoutMs, after: after, workflow: r.Workflow}
+	if r.Spec.RunAt != nil {
+		l.runAt = *r.Spec.RunAt
+	}
+	e.live[id] = l
 }
 
 // prepareLocked checks a job and resolves its tier and dependencies; it
@@ -127,6 +131,9 @@ func (e *Engine) prepareLocked(sp jobtype.JobSpec, n int64) (*Record, sched.JobS
 	cs := sched.JobSpec{ID: jobID(n), Queue: sp.Queue, Priority: sp.Priority, Keys: sp.Keys,
 		Group: sp.Group, RunAfterFailure: sp.RunAfterFailure}
 	if err := e.checkBasics(&sp, &cs); err != nil {
+		return nil, cs, err
+	}
+	if err := checkSchedule(&sp, &cs, e.cfg.Now()); err != nil {
 		return nil, cs, err
 	}
 	after, err := e.liveDeps(sp.After, sp.RunAfterFailure)
@@ -524,6 +531,10 @@ func (e *Engine) resubmitLocked(old jobtype.Job, n int64, wfName string) error {
 	if err := e.checkBasics(&sp, &cs); err != nil {
 		return err
 	}
+	now := e.cfg.Now()
+	if sp.Deadline != nil && sp.Deadline.After(now) {
+		cs.Deadline = *sp.Deadline // a retry runs at once, by the deadline if it is still to come
+	}
 	for _, d := range sp.After {
 		if _, ok := e.live[d]; ok {
 			cs.After = append(cs.After, d)
@@ -544,6 +555,9 @@ func (e *Engine) resubmitLocked(old jobtype.Job, n int64, wfName string) error {
 	for _, d := range cs.After {
 		rec.After = append(rec.After, e.live[d].n)
 	}
-	e.emit(Op{Kind: OpReset, ID: n, At: e.cfg.Now(), Record: rec, Name: wfName})
+	e.emit(Op{Kind: OpReset, ID: n, At: now, Record: rec, Name: wfName})
+	if sp.RunAt != nil || sp.Deadline != nil {
+		e.emit(Op{Kind: OpRequeue, ID: n, At: now}) // its ready time: runAt no longer holds it (restoreSchedule)
+	}
 	return nil
 }

@@ -20,6 +20,9 @@ func FuzzSubmitBodies(f *testing.F) {
 		`{"jobs":[{"queue":"q","payload":{"b":1,"a":[1.50,2]},"unique":{"byArgs":true,"byPeriodMs":1000,"states":["queued","running"]}}]}`,
 		`{"jobs":[{"queue":"q","unique":{"states":["done"],"byPeriodMs":-1}}]}`,
 		`{"name":"w","jobs":[{"name":"a","queue":"q","idempotencyKey":"k","unique":{}}]}`,
+		`{"jobs":[{"queue":"q","runAt":"2030-01-02T03:04:05Z","deadline":"2030-01-02T04:04:05+01:00"}]}`,
+		`{"jobs":[{"queue":"q","delayMs":1000,"deadline":"1999-01-01T00:00:00Z"},{"queue":"q","runAt":"x"}]}`,
+		`{"name":"w","jobs":[{"name":"a","queue":"q","delayMs":-3},{"name":"b","queue":"q","runAt":7,"after":["a"]}]}`,
 		`[`, `{}`, `null`, `{"jobs":null}`,
 	} {
 		f.Add([]byte(seed))

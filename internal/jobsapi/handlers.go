@@ -175,6 +175,15 @@ func (a *api) retryJob(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, j)
 }
 
+// runJobNow makes a scheduled or delayed job ready now.
+func (a *api) runJobNow(w http.ResponseWriter, r *http.Request) error {
+	j, err := a.Engine.RunNow(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, j)
+}
+
 func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
 	raw, err := readBody(r)
 	if err != nil {

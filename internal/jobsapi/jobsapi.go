@@ -5,6 +5,7 @@
 package jobsapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,6 +86,7 @@ func Handler(cfg Config) http.Handler {
 		{"GET /v1/jobs/{id}", permRead, a.getJob},
 		{"POST /v1/jobs/{id}/cancel", permSubmit, a.cancelJob},
 		{"POST /v1/jobs/{id}/retry", permSubmit, a.retryJob},
+		{"POST /v1/jobs/{id}/run", permSubmit, a.runJobNow},
 		{"POST /v1/workflows", permSubmit, a.submitWorkflow},
 		{"GET /v1/workflows/{id}", permRead, a.getWorkflow},
 		{"POST /v1/agent/lease", permWork, a.lease},
@@ -189,9 +191,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 
 // decode reads a JSON body into v, strictly: one value, no unknown fields.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	var body bytes.Buffer // kept to name a time field that does not parse
+	dec := json.NewDecoder(io.TeeReader(r.Body, &body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if terr, ok := timeError(err, body.Bytes()); ok {
+			return terr
+		}
 		return bodyError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {

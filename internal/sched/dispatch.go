@@ -96,6 +96,7 @@ func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *b
 // halts it decides are reported by Events.
 func (s *Scheduler) Dispatch() []Assignment {
 	var out []Assignment
+	s.expireDue()
 	for _, p := range s.poolList {
 		if p.pushers == 0 {
 			continue
@@ -132,6 +133,7 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 		return dst, fmt.Errorf("%w: %d is negative", ErrInvalidBatch, max)
 	}
 	s.renew(w)
+	s.expireDue()
 	n := min(max, w.free())
 	var from *queue
 	for got := 0; got < n; got++ {
@@ -166,6 +168,7 @@ func (s *Scheduler) start(j *job, b *bucket, w *worker, a *Assignment) {
 		tier: int8(tier), wpos: int32(len(w.jobs))})
 	j.state = stateRunning
 	j.attempt++
+	s.dropDeadline(j)
 	s.running[tier]++
 	if j.isDefault() {
 		s.addToSet(&s.defaults[tier], j)

@@ -14,8 +14,10 @@
 //     [Scheduler.PullAppend]) hands up to N jobs to an agent that asks;
 //   - [Scheduler.StartInteractive] starts an interactive task or denies it;
 //   - [Scheduler.Complete] reports a finished attempt, [Scheduler.Cancel]
-//     withdraws a job, [Scheduler.Renew] keeps a worker's lease alive and
-//     [Scheduler.Tick] expires leases and wakes delayed retries;
+//     withdraws a job, [Scheduler.RunNow] readies a job waiting for its
+//     time, [Scheduler.Renew] keeps a worker's lease alive and
+//     [Scheduler.Tick] expires leases and deadlines and wakes delayed
+//     retries and scheduled jobs (deadline.go);
 //   - [Scheduler.Events] drains what the driver must act on: downgrades,
 //     halts, stops, retries and cancellations it did not cause directly;
 //   - [Scheduler.Estimates] and [Scheduler.Snapshot] feed clients and

@@ -45,9 +45,13 @@ const (
 	// EventLeaseExpired: a worker's lease lapsed; its jobs were released
 	// (each also gets EventRetrying or EventFailed) and the worker removed.
 	EventLeaseExpired
+	// EventExpired: the job had not started by its deadline and is
+	// cancelled (At is when). Its dependants get EventCancelled unless
+	// they run after failures.
+	EventExpired
 )
 
-var eventNames = [...]string{"", "downgraded", "halted", "stopped", "retrying", "failed", "cancelled", "lease-expired"}
+var eventNames = [...]string{"", "downgraded", "halted", "stopped", "retrying", "failed", "cancelled", "lease-expired", "expired"}
 
 // String names the kind.
 func (k EventKind) String() string {

@@ -21,6 +21,7 @@ func (s *Scheduler) CheckInvariants() error {
 	c.gates()
 	c.workers()
 	c.queues()
+	c.deadlines()
 	return errors.Join(c.errs...)
 }
 
@@ -529,8 +530,29 @@ func (s *Scheduler) Idle() error {
 			}
 		}
 	}
-	if len(s.delayed) != 0 || len(s.interactive) != 0 {
-		errs = append(errs, fmt.Errorf("delayed %d, interactive %d", len(s.delayed), len(s.interactive)))
+	if len(s.delayed) != 0 || len(s.interactive) != 0 || len(s.deadlines) != 0 {
+		errs = append(errs, fmt.Errorf("delayed %d, interactive %d, deadlines %d", len(s.delayed), len(s.interactive), len(s.deadlines)))
 	}
 	return errors.Join(errs...)
+}
+
+// deadlines checks the deadline heap: each entry is a live job that has
+// not started, which knows its index, and no entry is before its parent.
+func (c *checker) deadlines() {
+	s := c.s
+	for i, e := range s.deadlines {
+		j := s.jobs.At(e.slot)
+		x := s.jobs.ext(j)
+		switch {
+		case s.jobs.get(j.id) != j:
+			c.fail("deadline entry %d: slot %d holds no live job", i, e.slot)
+		case x == nil || int(x.dpos) != i+1:
+			c.fail("job %q: deadline entry %d, index not written back", j.id, i)
+		case j.state == stateRunning:
+			c.fail("running job %q still has a deadline", j.id)
+		}
+		if i > 0 && s.deadlines[(i-1)/2].at > e.at {
+			c.fail("deadline heap out of order at %d", i)
+		}
+	}
 }

@@ -61,6 +61,8 @@ type jobExt struct {
 	pending    int32     // upstream jobs not finished yet
 	dependants []depLink // downstream jobs
 	retry      *RetryPolicy
+	notBefore  int64 // UnixNano: a waiting job's NotBefore, applied once its dependencies are done
+	dpos       int32 // index+1 in the deadline heap; 0: none
 }
 
 // depLink names a downstream job. Its slot may be reused once that job is
@@ -204,6 +206,7 @@ func (s *Scheduler) makeReady(j *job) {
 // forget drops a finished job, tells its dependants and frees its slot.
 func (s *Scheduler) forget(j *job, ok bool) {
 	j.state = stateDone
+	s.dropDeadline(j)
 	s.jobs.remove(j)
 	s.releaseBucket(j.bucket)
 	if x := s.jobs.ext(j); x != nil && len(x.dependants) > 0 {

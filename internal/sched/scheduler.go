@@ -48,8 +48,9 @@ type Scheduler struct {
 	queueNames  table.NameCache[queue]
 	workerNames table.NameCache[worker]
 	pools       map[string]*pool
-	poolList    []*pool // in creation order, for determinism
-	delayed     jobHeap // retries waiting out their backoff, keyed by ready time
+	poolList    []*pool      // in creation order, for determinism
+	delayed     jobHeap      // retries waiting out their backoff, keyed by ready time
+	deadlines   deadlineHeap // jobs that must start by a time, keyed by it
 
 	seq      uint64 // ready sequence: FIFO order inside a queue
 	startSeq uint64 // counts starts; lets invariants tell old from new
@@ -65,6 +66,8 @@ type Scheduler struct {
 type Counters struct {
 	Started, Succeeded, Failed, Retried, Cancelled int
 	Downgrades, Halts, Denials, LeaseExpiries      int
+	// Expired counts jobs cancelled at their deadline (also in Cancelled).
+	Expired int
 }
 
 // New returns a Scheduler with the given configuration.

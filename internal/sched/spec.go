@@ -114,10 +114,16 @@ type JobSpec struct {
 	RunAfterFailure bool
 	// Retry overrides the queue's retry policy when non-nil.
 	Retry *RetryPolicy
-	// NotBefore, for a driver that rebuilds its state after a restart, is
-	// when a job waiting out a retry's backoff becomes ready: until then it
-	// is delayed. Ignored for a job with unfinished dependencies.
+	// NotBefore is when the job becomes ready: until then it is delayed (a
+	// scheduled job, or, for a driver that rebuilds its state after a
+	// restart, a retry waiting out its backoff). A job with unfinished
+	// dependencies waits for it once they are done
+	// (docs/design.md, "Scheduled jobs and deadlines").
 	NotBefore time.Time
+	// Deadline, when set, is when the job is cancelled (EventExpired) if it
+	// has not started by then. Once its first attempt starts it no longer
+	// applies.
+	Deadline time.Time
 	// Attempts is how many attempts the job already had, for a driver that
 	// rebuilds its state after a restart: the next one is Attempts+1, and
 	// they count toward the retry policy's MaxAttempts.

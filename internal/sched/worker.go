@@ -202,7 +202,9 @@ func (s *Scheduler) renew(w *worker) {
 
 // Tick applies the passage of time: workers whose lease lapsed are removed
 // (EventLeaseExpired, then their jobs are retried or failed), and retries
-// whose backoff ended join their queues. Call it at NextDeadline, then
+// whose backoff ended and scheduled jobs now due join their queues, and
+// jobs not started by their deadline are cancelled (EventExpired). Call it
+// at NextDeadline, then
 // Dispatch.
 func (s *Scheduler) Tick() {
 	now := s.nowNS()
@@ -219,10 +221,12 @@ func (s *Scheduler) Tick() {
 		s.dropWorker(w)
 	}
 	s.wakeDelayed(now)
+	s.expireDeadlines(now)
 }
 
-// NextDeadline returns when Tick next has work: the earliest lease end or
-// retry wake-up. It returns the zero time when there is none.
+// NextDeadline returns when Tick next has work: the earliest lease end,
+// retry or scheduled job's wake-up, or deadline. It returns the zero time
+// when there is none.
 func (s *Scheduler) NextDeadline() time.Time {
 	var next int64
 	for _, w := range s.workers {
@@ -232,6 +236,11 @@ func (s *Scheduler) NextDeadline() time.Time {
 	}
 	if len(s.delayed) > 0 {
 		if at := int64(s.delayed[0].key); next == 0 || at < next {
+			next = at
+		}
+	}
+	if len(s.deadlines) > 0 {
+		if at := s.deadlines[0].at; next == 0 || at < next {
 			next = at
 		}
 	}

@@ -37,7 +37,7 @@ func (s *Scheduler) Submit(spec JobSpec) error {
 	if b == nil {
 		b = s.bucketFor(q, keys, spec.Group, spec.Mode, tier, prio)
 	}
-	s.readyOrDelay(s.newJobIn(&spec, b, h), spec.NotBefore)
+	s.admit(s.newJobIn(&spec, b, h), &spec)
 	return nil
 }
 
@@ -81,12 +81,7 @@ func (s *Scheduler) SubmitWorkflow(specs []JobSpec, edges []Edge) error {
 		}
 	}
 	for i, j := range jobs {
-		if x := s.jobs.ext(j); x == nil || x.pending == 0 {
-			s.readyOrDelay(j, specs[i].NotBefore)
-		} else {
-			j.state = stateWaiting
-			j.queue().waiting++
-		}
+		s.admit(j, &specs[i])
 	}
 	return nil
 }
@@ -210,6 +205,7 @@ func (s *Scheduler) propagate(x *jobExt, ok bool) {
 				s.emit(Event{Kind: EventCancelled, JobID: d.id})
 				stack = append(stack, note{l.ext.dependants, false})
 				l.ext.dependants = nil
+				s.dropDeadline(d)
 				s.jobs.remove(d)
 				s.releaseBucket(d.bucket)
 				s.jobs.release(d)
@@ -218,7 +214,7 @@ func (s *Scheduler) propagate(x *jobExt, ok bool) {
 			l.ext.pending--
 			if l.ext.pending == 0 {
 				d.queue().waiting--
-				s.makeReady(d)
+				s.dependenciesDone(d, l.ext)
 			}
 		}
 	}
