@@ -45,9 +45,13 @@ const (
 	// EventLeaseExpired: a worker's lease lapsed; its jobs were released
 	// (each also gets EventRetrying or EventFailed) and the worker removed.
 	EventLeaseExpired
+	// EventTimedOut: a running attempt ran past its time limit and grace
+	// (only with Config.Grace); its slot is already free and the driver
+	// stops it. EventRetrying or EventFailed, with TimedOut, follows.
+	EventTimedOut
 )
 
-var eventNames = [...]string{"", "downgraded", "halted", "stopped", "retrying", "failed", "cancelled", "lease-expired"}
+var eventNames = [...]string{"", "downgraded", "halted", "stopped", "retrying", "failed", "cancelled", "lease-expired", "timed-out"}
 
 // String names the kind.
 func (k EventKind) String() string {
@@ -70,6 +74,9 @@ type Event struct {
 	StopNow  bool
 	// At is when a retried job becomes ready again.
 	At time.Time
+	// TimedOut marks the EventRetrying or EventFailed of an attempt that
+	// ran past its time limit.
+	TimedOut bool
 }
 
 // Outcome is how an attempt ended.
@@ -79,6 +86,9 @@ type Outcome uint8
 const (
 	Succeeded Outcome = iota + 1
 	FailedAttempt
+	// FailedFinal: the attempt failed and the job must not run again,
+	// whatever its retry policy says (its handler cancelled it).
+	FailedFinal
 )
 
 // Ack answers Complete.

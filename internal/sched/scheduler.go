@@ -50,6 +50,8 @@ type Scheduler struct {
 	pools       map[string]*pool
 	poolList    []*pool // in creation order, for determinism
 	delayed     jobHeap // retries waiting out their backoff, keyed by ready time
+	grace       func(time.Duration) time.Duration
+	timeLimits  limitHeap // time limits of running attempts (with grace)
 
 	seq      uint64 // ready sequence: FIFO order inside a queue
 	startSeq uint64 // counts starts; lets invariants tell old from new
@@ -65,6 +67,7 @@ type Scheduler struct {
 type Counters struct {
 	Started, Succeeded, Failed, Retried, Cancelled int
 	Downgrades, Halts, Denials, LeaseExpiries      int
+	Snoozes, TimeLimits                            int
 }
 
 // New returns a Scheduler with the given configuration.
@@ -86,6 +89,7 @@ func New(cfg Config) (*Scheduler, error) {
 	n := len(tiers)
 	s := &Scheduler{
 		now:      cfg.Now,
+		grace:    cfg.Grace,
 		rng:      rng,
 		tiers:    slices.Clone(tiers),
 		limits:   make([]int, n),

@@ -218,11 +218,12 @@ func (s *Scheduler) Tick() {
 		s.emit(Event{Kind: EventLeaseExpired, WorkerID: w.id})
 		s.dropWorker(w)
 	}
+	s.expireLimits(now)
 	s.wakeDelayed(now)
 }
 
-// NextDeadline returns when Tick next has work: the earliest lease end or
-// retry wake-up. It returns the zero time when there is none.
+// NextDeadline returns when Tick next has work: the earliest lease end,
+// retry wake-up or time limit. It returns the zero time when there is none.
 func (s *Scheduler) NextDeadline() time.Time {
 	var next int64
 	for _, w := range s.workers {
@@ -234,6 +235,9 @@ func (s *Scheduler) NextDeadline() time.Time {
 		if at := int64(s.delayed[0].key); next == 0 || at < next {
 			next = at
 		}
+	}
+	if at := s.nextLimit(); at != 0 && (next == 0 || at < next) {
+		next = at
 	}
 	if next == 0 {
 		return time.Time{}
