@@ -63,12 +63,12 @@ func (s *Scheduler) backoff(p RetryPolicy, n int) time.Duration {
 	return time.Duration(s.rng.Int64N(int64(d) + 1))
 }
 
+// validateBackoff checks the policy. A MaxBackoff below Backoff is
+// allowed (every wait is MaxBackoff then); the API refuses it in its
+// newer backoff form.
 func validateBackoff(p *RetryPolicy) error {
 	if p.Policy > BackoffConstant {
 		return fmt.Errorf("%w: unknown backoff policy %d", ErrInvalidJob, p.Policy)
-	}
-	if p.MaxBackoff > 0 && p.MaxBackoff < p.Backoff {
-		return fmt.Errorf("%w: the maximum backoff %s is below the base %s", ErrInvalidJob, p.MaxBackoff, p.Backoff)
 	}
 	return nil
 }

@@ -161,15 +161,14 @@ func TestJitterComesFromTheInjectedSource(t *testing.T) {
 
 func TestInvalidBackoffIsRefused(t *testing.T) {
 	h := leaseHarness(t, RetryPolicy{})
-	for _, p := range []RetryPolicy{
-		{Policy: BackoffConstant + 1, Backoff: time.Second},
-		{Backoff: 2 * time.Second, MaxBackoff: time.Second},
-	} {
-		err := h.s.Submit(JobSpec{ID: "j", Queue: "q", Retry: &p})
-		wantErr(t, err, ErrInvalidJob)
-	}
+	bad := RetryPolicy{Policy: BackoffConstant + 1, Backoff: time.Second}
+	wantErr(t, h.s.Submit(JobSpec{ID: "j", Queue: "q", Retry: &bad}), ErrInvalidJob)
+	wantErr(t, h.s.Submit(JobSpec{ID: "j", Queue: "q", Backoff: &bad}), ErrInvalidJob)
 	wantErr(t, h.s.Submit(JobSpec{ID: "j", Queue: "q", Timeout: -time.Second}), ErrInvalidJob)
-	wantErr(t, h.s.DefineQueue(QueueSpec{Name: "bad", Retry: RetryPolicy{Backoff: 2 * time.Second, MaxBackoff: time.Second}}), ErrInvalidJob)
+	wantErr(t, h.s.DefineQueue(QueueSpec{Name: "bad", Retry: bad}), ErrInvalidJob)
+	if h.s.jobs.get("j") != nil || h.s.queue("bad") != nil {
+		t.Fatal("a refused job or queue was kept")
+	}
 }
 
 // limitHarness enforces time limits with a grace of a tenth, at least
@@ -262,5 +261,22 @@ func TestNoTimeLimitsWithoutGrace(t *testing.T) {
 	}
 	if h.state("j") != stateRunning {
 		t.Fatal("a job timed out without Config.Grace")
+	}
+}
+
+// A job's own backoff replaces its queue's backoff but keeps the queue's
+// attempts.
+func TestOwnBackoffOverTheQueuePolicy(t *testing.T) {
+	h := leaseHarness(t, RetryPolicy{MaxAttempts: 2, Backoff: time.Hour})
+	h.submit(JobSpec{ID: "j", Queue: "q", Backoff: &RetryPolicy{Policy: BackoffConstant, Backoff: 3 * time.Second}})
+	h.pull("agent", 1)
+	ack := h.complete("j", FailedAttempt)
+	if !ack.Retrying || !ack.RetryAt.Equal(h.clk.Now().Add(3*time.Second)) {
+		t.Fatalf("ack = %+v, want a retry in 3 s (the job's own constant backoff)", ack)
+	}
+	leaseTick(h, 3*time.Second)
+	h.pull("agent", 1)
+	if ack := h.complete("j", FailedAttempt); ack.Retrying {
+		t.Fatalf("ack = %+v, want failed after the queue's 2 attempts", ack)
 	}
 }

@@ -62,6 +62,7 @@ type jobExt struct {
 	dependants []depLink // downstream jobs
 	retry      *RetryPolicy
 	timeout    time.Duration // own time limit; 0: the tier's
+	backoff    *RetryPolicy  // own backoff over the policy's
 }
 
 // depLink names a downstream job. Its slot may be reused once that job is
@@ -89,10 +90,18 @@ func (j *job) isInteractive() bool { return j.flags&flagInteractive != 0 }
 func (j *job) queue() *queue { return j.bucket.queue }
 
 func (s *Scheduler) policy(j *job) RetryPolicy {
-	if x := s.jobs.ext(j); x != nil && x.retry != nil {
-		return *x.retry
+	p := j.queue().spec.Retry
+	x := s.jobs.ext(j)
+	if x == nil {
+		return p
 	}
-	return j.queue().spec.Retry
+	if x.retry != nil {
+		p = *x.retry
+	}
+	if b := x.backoff; b != nil {
+		p.Backoff, p.MaxBackoff, p.Policy, p.Jitter = b.Backoff, b.MaxBackoff, b.Policy, b.Jitter
+	}
+	return p
 }
 
 // validateJob checks a spec against the scheduler's configuration. known
@@ -138,6 +147,9 @@ func (s *Scheduler) checkFields(sp *JobSpec, known func(string) bool) error {
 	}
 	if err := validateRetry(sp.Retry); err != nil {
 		return fmt.Errorf("job %q: %w", sp.ID, err)
+	}
+	if err := validateRetry(sp.Backoff); err != nil {
+		return fmt.Errorf("job %q: backoff: %w", sp.ID, err)
 	}
 	if sp.Timeout < 0 {
 		return fmt.Errorf("%w: job %q: negative timeout %s", ErrInvalidJob, sp.ID, sp.Timeout)
@@ -197,6 +209,10 @@ func (s *Scheduler) newJobIn(sp *JobSpec, b *bucket, h uint64) *job {
 	}
 	if sp.Timeout > 0 {
 		s.jobs.addExt(j).timeout = sp.Timeout
+	}
+	if sp.Backoff != nil {
+		p := *sp.Backoff
+		s.jobs.addExt(j).backoff = &p
 	}
 	s.refBucket(b)
 	s.jobs.put(j, h)

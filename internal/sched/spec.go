@@ -118,6 +118,10 @@ type JobSpec struct {
 	RunAfterFailure bool
 	// Retry overrides the queue's retry policy when non-nil.
 	Retry *RetryPolicy
+	// Backoff, when non-nil, overrides the backoff fields (Backoff,
+	// MaxBackoff, Policy, Jitter) of the job's policy, its own or its
+	// queue's; its MaxAttempts is ignored.
+	Backoff *RetryPolicy
 	// NotBefore, for a driver that rebuilds its state after a restart, is
 	// when a job waiting out a retry's backoff becomes ready: until then it
 	// is delayed. Ignored for a job with unfinished dependencies.
