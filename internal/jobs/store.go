@@ -78,6 +78,8 @@ const (
 	OpFinish                        // ID, State, At, Result (may be nil)
 	OpReset                         // ID, At, Record, Name (its workflow's): a finished job queued again with fresh attempts; written anew from Record if a prune deleted it
 	OpPrune                         // At: finished jobs that finished before At are deleted
+	OpSnooze                        // ID, Attempt (the attempts that count), At (when it may run): a running job snoozed
+	OpProgress                      // ID, Progress: a running job's latest progress
 )
 
 // Op is one change to durable state.
@@ -93,4 +95,6 @@ type Op struct {
 	Limit   *jobtype.KeyLimit
 	Record  *Record
 	Result  *jobtype.Result
+	// Progress is the progress of OpProgress.
+	Progress *jobtype.Progress
 }

@@ -43,6 +43,8 @@ func Run(t *testing.T, open Opener) {
 		{"AppendOrderAndGroupCommit", testOrder},
 		{"CloseWritesWhatWasAppended", testClose},
 		{"EngineRestart", testEngineRestart},
+		{"HandlerReports", testHandlerReports},
+		{"HandlerReportsOnRequeue", testHandlerReportsOnRequeue},
 		{"RetryOfAJobPrunedAfterItsReadBringsItBack", func(t *testing.T, open func(t *testing.T) jobs.Store) {
 			testRetryRacingAPrune(t, open, false, "job")
 		}},
