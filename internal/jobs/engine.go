@@ -168,6 +168,19 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
+// NextDeadline is when the engine next has work that time brings (a
+// lease's end, a retry's or snooze's wake-up, a time limit), or the zero
+// time. Run sleeps until then.
+func (e *Engine) NextDeadline() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.core.NextDeadline()
+}
+
+// Tick applies the passage of time up to the clock's now, as Run does at
+// each deadline: for a driver or test with its own clock.
+func (e *Engine) Tick() { e.tick() }
+
 func (e *Engine) tick() {
 	e.mu.Lock()
 	e.core.Tick()

@@ -45,6 +45,8 @@ func Run(t *testing.T, open Opener) {
 		{"EngineRestart", testEngineRestart},
 		{"HandlerReports", testHandlerReports},
 		{"HandlerReportsOnRequeue", testHandlerReportsOnRequeue},
+		{"EngineHandlerReports", testEngineHandlerReports},
+		{"EngineTimeLimit", testEngineTimeLimit},
 		{"RetryOfAJobPrunedAfterItsReadBringsItBack", func(t *testing.T, open func(t *testing.T) jobs.Store) {
 			testRetryRacingAPrune(t, open, false, "job")
 		}},
