@@ -85,6 +85,16 @@ func (r Result) Succeeded() bool {
 	return r.ExitCode == 0 && r.Error == "" && r.SnoozeMs == 0 && !r.Cancel
 }
 
+// Limits of what a handler reports, which the server enforces.
+const (
+	// MaxResult caps a job's JSON result, in bytes.
+	MaxResult = 64 << 10
+	// MaxProgressMessage caps a progress message, in bytes.
+	MaxProgressMessage = 256
+	// MaxSnoozeMs caps a snooze: one week.
+	MaxSnoozeMs = 7 * 24 * 3600 * 1000
+)
+
 // ProgressRequest is the body of POST /v1/agent/progress: how far a
 // running attempt got (Value from 0 to 1, Message short text).
 type ProgressRequest struct {

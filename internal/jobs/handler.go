@@ -15,14 +15,12 @@ import (
 // What a job's handler can say beside success and failure, and the
 // server's time limits (docs/design.md, "What a handler can say").
 
-// Limits of what a handler reports.
+// Limits of what a handler reports (jobtype.MaxResult,
+// MaxProgressMessage, MaxSnoozeMs) and of a backoff.
 const (
-	// MaxResult caps a job's JSON result, in bytes.
-	MaxResult = 64 << 10
-	// MaxProgressMessage caps a progress message, in bytes.
-	MaxProgressMessage = 256
-	// MaxSnoozeMs caps a snooze: one week.
-	MaxSnoozeMs = 7 * 24 * 3600 * 1000
+	MaxResult          = jobtype.MaxResult
+	MaxProgressMessage = jobtype.MaxProgressMessage
+	MaxSnoozeMs        = jobtype.MaxSnoozeMs
 	// MaxBackoffMs caps a backoff's base and maximum: one week.
 	MaxBackoffMs = 7 * 24 * 3600 * 1000
 )
