@@ -71,3 +71,36 @@ func TestAgentControlChannel(t *testing.T) {
 		t.Errorf("bad lines: %s, want succeeded (its exit code)", j.State)
 	}
 }
+
+// `usher jobs show` shows a job's own backoff, its progress and its
+// result.
+func TestJobsShowProgressAndResult(t *testing.T) {
+	srv, c := agentServer(t, "q")
+	t.Setenv("USHER_TOKEN", "")
+	id := enqueueJobs(t, c, client.JobSpec{Queue: "q", Backoff: &client.Backoff{Policy: "linear", BaseMs: 500, MaxMs: 10000}})[0]
+	if ans, err := c.Lease(t.Context(), client.LeaseRequest{Agent: "a", Slots: 1}); err != nil || len(ans.Jobs) != 1 {
+		t.Fatalf("lease = %+v, %v", ans, err)
+	}
+	if _, err := c.Progress(t.Context(), client.ProgressRequest{Agent: "a", ID: id, Attempt: 1, Value: 0.4, Message: "copying"}); err != nil {
+		t.Fatal(err)
+	}
+	show := func() string {
+		out, _, err := runCLI(t, "", "jobs", "show", id, "--server", srv.URL, "--token", srv.AdminToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	out := show()
+	for _, want := range []string{"backoff:", "linear 500ms..10s", "progress:", "40% copying", "result:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("jobs show of a running job lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := c.Complete(t.Context(), "a", client.Result{ID: id, Attempt: 1, Value: raw(map[string]int{"rows": 5})}); err != nil {
+		t.Fatal(err)
+	}
+	if out := show(); !strings.Contains(out, `{"rows":5}`) {
+		t.Errorf("jobs show of a finished job lacks its result:\n%s", out)
+	}
+}
