@@ -91,7 +91,7 @@ func testEngineHandlerReports(t *testing.T, open func(t *testing.T) jobs.Store) 
 		t.Fatal(err)
 	}
 	id := h.enqueue(jobtype.JobSpec{Queue: "q"})
-	lj := lease(t, h.e, "a", 1)
+	lease(t, h.e, "a", 1)
 	if ack := h.complete(jobtype.Result{ID: id, Attempt: 1, SnoozeMs: 60000}); !ack.Snoozed || ack.Retrying || ack.Ignored {
 		t.Fatalf("snooze ack = %+v, want snoozed", ack)
 	}
@@ -114,7 +114,7 @@ func testEngineHandlerReports(t *testing.T, open func(t *testing.T) jobs.Store) 
 		t.Fatalf("after a restart: %s attempt %d; want delayed, attempt 0", j.State, j.Attempt)
 	}
 	h.advanceTo(clk.Now().Add(time.Minute))
-	lj = lease(t, h.e, "a", 1)
+	lj := lease(t, h.e, "a", 1)
 	if len(lj) != 1 || lj[0].Attempt != 1 {
 		t.Fatalf("after the wake-up leased %+v; want the job, attempt 1 again", lj)
 	}
