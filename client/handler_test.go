@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,5 +83,35 @@ func TestHandlerHelpersNeedAJobContext(t *testing.T) {
 	}
 	if err := client.SetResult(context.Background(), 1); !errors.Is(err, client.ErrNotAJob) {
 		t.Fatalf("SetResult outside a job = %v, want ErrNotAJob", err)
+	}
+}
+
+// The server fails an attempt that runs past its time limit and grace
+// although the worker is alive and renewing (here its handler ignores its
+// context and the worker waits long for it): the engine's clock loop wakes
+// at that deadline, the job is retried by its policy, and the worker hears
+// to stop it.
+func TestServerTimeLimitOverALiveWorker(t *testing.T) {
+	_, c := setup(t)
+	if _, err := c.CreateQueue(t.Context(), client.QueueSpec{Name: "q", Retry: &client.RetryPolicy{MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	w := &client.Worker{Client: c, WaitMs: 100, Grace: time.Minute, RenewInterval: 200 * time.Millisecond,
+		Default: func(context.Context, *client.LeasedJob) (string, error) {
+			<-release // ignores its context
+			return "", nil
+		}}
+	id := enqueue(t, c, client.JobSpec{Queue: "q", TimeoutMs: 100})[0]
+	start := time.Now()
+	runWorker(t, w)
+	j := waitJob(t, c, id, finished)
+	took := time.Since(start)
+	if j.State != client.StateFailed || !strings.Contains(j.Error, "time limit") {
+		t.Fatalf("job = %s %q; want failed by the server's time limit", j.State, j.Error)
+	}
+	if took < 5*time.Second {
+		t.Fatalf("failed after %s, before the limit and its grace (100 ms + 5 s)", took)
 	}
 }
