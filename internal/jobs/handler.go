@@ -13,7 +13,7 @@ import (
 )
 
 // What a job's handler can say beside success and failure, and the
-// server's time limits (docs/design.md, "What a handler can say").
+// server's time limits (docs/design.md, "Leases and retries").
 
 // Limits of what a handler reports (jobtype.MaxResult,
 // MaxProgressMessage, MaxSnoozeMs) and of a backoff.

@@ -46,7 +46,7 @@ type Config struct {
 	// so that a run is reproducible.
 	Rand *rand.Rand
 	// Grace, when set, makes the scheduler enforce time limits
-	// (docs/design.md, "What a handler can say"): a running job whose
+	// (docs/design.md, "Leases and retries"): a running job whose
 	// attempt ran for its limit (its own Timeout or its tier's duration,
 	// whichever is shorter) plus Grace(limit) is failed by Tick. Nil: the
 	// driver enforces limits itself.

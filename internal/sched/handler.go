@@ -7,7 +7,7 @@ import (
 )
 
 // What a job's handler can say beside success and failure
-// (docs/design.md, "What a handler can say"): snooze, cancel; and the
+// (docs/design.md, "Leases and retries"): snooze, cancel; and the
 // policies of the wait between tries and of the server's time limit.
 
 // BackoffPolicy is how the wait between tries grows with the attempts.
