@@ -212,6 +212,14 @@ func (c *Client) Complete(ctx context.Context, agent string, results ...Result) 
 	return out.Acks, err
 }
 
+// Progress reports how far a running attempt got (agent role); the
+// answer says Ignored when the attempt no longer runs on that agent.
+func (c *Client) Progress(ctx context.Context, r ProgressRequest) (ProgressAnswer, error) {
+	var out ProgressAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/agent/progress", r, &out)
+	return out, err
+}
+
 // Leave ends an agent's lease; its running jobs are released as if the
 // lease lapsed.
 func (c *Client) Leave(ctx context.Context, agent string) error {

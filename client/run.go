@@ -37,9 +37,11 @@ type task struct {
 	cancel context.CancelCauseFunc
 	start  time.Time
 
-	mu    sync.Mutex
-	limit time.Duration // 0: none
-	timer *time.Timer
+	mu     sync.Mutex
+	limit  time.Duration // 0: none
+	timer  *time.Timer
+	result []byte // the handler's JSON result (SetResult)
+	run    *run
 }
 
 // outcome is what a handler returned, or that it did not return in time.
@@ -264,8 +266,8 @@ func call(h Handler, ctx context.Context, job *LeasedJob) (o outcome) {
 // track registers a running job: its context, which ends at the job's
 // time limit, and its place in the map that renewals consult.
 func (r *run) track(job LeasedJob) *task {
-	t := &task{job: job, start: time.Now()}
-	t.ctx, t.cancel = context.WithCancelCause(r.abortCtx)
+	t := &task{job: job, start: time.Now(), run: r}
+	t.ctx, t.cancel = context.WithCancelCause(context.WithValue(r.abortCtx, taskKey{}, t))
 	if job.TimeoutMs > 0 {
 		t.shorten(time.Duration(job.TimeoutMs) * time.Millisecond)
 	}
@@ -315,13 +317,26 @@ func (t *task) timedOut() {
 func result(t *task, o outcome, grace time.Duration) Result {
 	res := Result{ID: t.job.ID, Attempt: t.job.Attempt, Output: o.output}
 	cause := context.Cause(t.ctx)
+	var (
+		sz *snoozeError
+		ce *cancelError
+	)
 	switch {
 	case o.abandoned:
 		res.ExitCode = 1
 		res.Error = fmt.Sprintf("%v; the handler did not return within %s after that and was abandoned", cause, grace)
+	case errors.As(o.err, &sz):
+		res.SnoozeMs = max(sz.d.Milliseconds(), 1)
+	case errors.As(o.err, &ce):
+		res.Cancel, res.ExitCode, res.Error = true, exitCode(ce.err), errorText(ce.err, cause)
 	case o.err != nil:
 		res.ExitCode = exitCode(o.err)
 		res.Error = errorText(o.err, cause)
+	}
+	if !o.abandoned {
+		t.mu.Lock()
+		res.Value = t.result
+		t.mu.Unlock()
 	}
 	return res
 }

@@ -13,6 +13,13 @@ const (
 	RoleAgent  = "agent"
 )
 
+// Backoff policies (jobtype.Backoff).
+const (
+	BackoffExponential = jobtype.BackoffExponential
+	BackoffLinear      = jobtype.BackoffLinear
+	BackoffConstant    = jobtype.BackoffConstant
+)
+
 // States of a job (jobtype.State).
 const (
 	StateWaiting   = jobtype.StateWaiting
@@ -78,6 +85,14 @@ type (
 	Result = jobtype.Result
 	// Ack acknowledges one result.
 	Ack = jobtype.Ack
+	// Backoff is the wait between a job's tries.
+	Backoff = jobtype.Backoff
+	// Progress is how far a running job got.
+	Progress = jobtype.Progress
+	// ProgressRequest reports how far a running attempt got.
+	ProgressRequest = jobtype.ProgressRequest
+	// ProgressAnswer says whether a progress report was taken.
+	ProgressAnswer = jobtype.ProgressAnswer
 	// Stats is the server's usage report.
 	Stats = jobtype.Stats
 	// QueueStats counts a queue's jobs.

@@ -26,7 +26,8 @@ var (
 	// ErrJobTimeout: the job ran for its time limit.
 	ErrJobTimeout = errors.New("job ran past its time limit")
 	// ErrJobStopped: the server told the agent to stop the job (it was
-	// cancelled, or downgraded past its new duration).
+	// cancelled, downgraded past its new duration, or failed by the server
+	// past its time limit and grace).
 	ErrJobStopped = errors.New("job stopped by the server")
 	// ErrAborted: the worker was aborted (Worker.Abort).
 	ErrAborted = errors.New("worker aborted")

@@ -404,7 +404,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 		},
 	}}
 	id := enqueue(t, c, client.JobSpec{Queue: "q", TimeoutMs: 50000,
-		Retry: &client.RetryPolicy{MaxAttempts: 2, BackoffMs: 60000}})[0]
+		Retry: &client.RetryPolicy{MaxAttempts: 2, Backoff: &client.Backoff{Policy: client.BackoffConstant, BaseMs: 60000}}})[0]
 	runWorker(t, w)
 	testwait.Receive(t, 30*time.Second, started, "the handler starting the job")
 	select {

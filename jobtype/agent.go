@@ -65,16 +65,51 @@ type RenewAnswer struct {
 }
 
 // Result is the outcome of one attempt of a job, as an agent reports it.
+// A positive SnoozeMs puts the job back to run again after that long,
+// without counting the attempt; Cancel fails the job for good, with no
+// retry. Value is a JSON result kept with the job.
 type Result struct {
-	ID       string `json:"id"`
-	Attempt  int    `json:"attempt"`
-	ExitCode int    `json:"exitCode"`
-	Output   string `json:"output,omitempty"`
-	Error    string `json:"error,omitempty"`
+	ID       string          `json:"id"`
+	Attempt  int             `json:"attempt"`
+	ExitCode int             `json:"exitCode"`
+	Output   string          `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	SnoozeMs int64           `json:"snoozeMs,omitempty"`
+	Cancel   bool            `json:"cancel,omitempty"`
+	Value    json.RawMessage `json:"result,omitempty"`
 }
 
-// Succeeded says whether the attempt succeeded: exit code 0 and no error.
-func (r Result) Succeeded() bool { return r.ExitCode == 0 && r.Error == "" }
+// Succeeded says whether the attempt succeeded: exit code 0 and no error,
+// neither snoozed nor cancelled.
+func (r Result) Succeeded() bool {
+	return r.ExitCode == 0 && r.Error == "" && r.SnoozeMs == 0 && !r.Cancel
+}
+
+// Limits of what a handler reports, which the server enforces.
+const (
+	// MaxResult caps a job's JSON result, in bytes.
+	MaxResult = 64 << 10
+	// MaxProgressMessage caps a progress message, in bytes.
+	MaxProgressMessage = 256
+	// MaxSnoozeMs caps a snooze: one week.
+	MaxSnoozeMs = 7 * 24 * 3600 * 1000
+)
+
+// ProgressRequest is the body of POST /v1/agent/progress: how far a
+// running attempt got (Value from 0 to 1, Message short text).
+type ProgressRequest struct {
+	Agent   string  `json:"agent"`
+	ID      string  `json:"id"`
+	Attempt int     `json:"attempt"`
+	Value   float64 `json:"value"`
+	Message string  `json:"message,omitempty"`
+}
+
+// ProgressAnswer is the answer of POST /v1/agent/progress: Ignored when
+// the attempt is not running (any more).
+type ProgressAnswer struct {
+	Ignored bool `json:"ignored"`
+}
 
 // CompleteRequest is the body of POST /v1/agent/complete: an agent's
 // results, reported in one call.
@@ -84,11 +119,13 @@ type CompleteRequest struct {
 }
 
 // Ack acknowledges one result: Ignored for a repeated, late or unknown
-// completion; Retrying when a failed job will be tried again.
+// completion; Retrying when a failed job will be tried again; Snoozed when
+// a snoozed job will run again.
 type Ack struct {
 	ID       string `json:"id"`
 	Ignored  bool   `json:"ignored"`
 	Retrying bool   `json:"retrying"`
+	Snoozed  bool   `json:"snoozed,omitempty"`
 }
 
 // CompleteAnswer is the answer of POST /v1/agent/complete: one Ack per

@@ -47,6 +47,9 @@ type JobSpec struct {
 	After           []string     `json:"after,omitempty"`
 	RunAfterFailure bool         `json:"runAfterFailure,omitempty"`
 	Retry           *RetryPolicy `json:"retry,omitempty"`
+	// Backoff, when set, is the job's own wait between tries; it replaces
+	// the backoff of its retry policy (its own or its queue's).
+	Backoff *Backoff `json:"backoff,omitempty"`
 	// RunAt schedules the job's first run (RFC 3339); DelayMs, the
 	// alternative, schedules it that many milliseconds after submission
 	// (the server stores it as RunAt). Until then the job is scheduled; a
@@ -92,6 +95,17 @@ type Job struct {
 	ExitCode    *int       `json:"exitCode,omitempty"`
 	Output      string     `json:"output,omitempty"`
 	Error       string     `json:"error,omitempty"`
+	// Progress is the last progress its handler reported, if any.
+	Progress *Progress `json:"progress,omitempty"`
+	// Result is the JSON value its handler returned last, if any.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// Progress is how far a running job got, as its handler last reported it:
+// Value is a fraction from 0 to 1; Message is short free text.
+type Progress struct {
+	Value   float64 `json:"value"`
+	Message string  `json:"message,omitempty"`
 }
 
 // Finished reports whether the job is in a final state.

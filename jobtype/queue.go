@@ -1,13 +1,33 @@
 package jobtype
 
 // RetryPolicy is how often a job is tried and how long it waits between
-// tries: at most MaxAttempts runs (0 and 1 mean one), the wait before
-// attempt n+1 being BackoffMs·2^(n-1), at most MaxBackoffMs. The server
-// sends every field, zeros too, and stores the policy in this form.
+// tries: at most MaxAttempts runs (0 and 1 mean one), the wait following
+// Backoff. BackoffMs and MaxBackoffMs are the older form of an exponential
+// Backoff (BaseMs and MaxMs); Backoff wins when both are given. The server
+// sends every field, zeros too (Backoff when it has a base), and stores
+// the policy in this form.
 type RetryPolicy struct {
-	MaxAttempts  int   `json:"maxAttempts"`
-	BackoffMs    int64 `json:"backoffMs"`
-	MaxBackoffMs int64 `json:"maxBackoffMs"`
+	MaxAttempts  int      `json:"maxAttempts"`
+	BackoffMs    int64    `json:"backoffMs"`
+	MaxBackoffMs int64    `json:"maxBackoffMs"`
+	Backoff      *Backoff `json:"backoff,omitempty"`
+}
+
+// Backoff policies (Backoff.Policy).
+const (
+	BackoffExponential = "exponential"
+	BackoffLinear      = "linear"
+	BackoffConstant    = "constant"
+)
+
+// Backoff is the wait before a job's next try after attempt n failed:
+// "exponential" (the default) waits a random time between 0 and
+// BaseMs·2^(n-1) (full jitter), "linear" BaseMs·n, "constant" BaseMs;
+// each at most MaxMs when that is set (0: no cap).
+type Backoff struct {
+	Policy string `json:"policy,omitempty"`
+	BaseMs int64  `json:"baseMs"`
+	MaxMs  int64  `json:"maxMs,omitempty"`
 }
 
 // Queue is a queue's configuration, as the server returns it. Retry is

@@ -46,6 +46,12 @@ anything else as JSON). The environment adds USHER_JOB_ID, USHER_JOB_QUEUE,
 USHER_JOB_ATTEMPT and USHER_JOB_TIMEOUT_MS (and drops USHER_TOKEN and
 USHER_AGENT_TOKEN).
 
+The command may write control lines to file descriptor 3 (USHER_CONTROL_FD):
+"progress VALUE [MESSAGE]" (VALUE from 0 to 1, shown with the job at once),
+"result JSON" (kept with the job), "snooze MS" (run again after MS
+milliseconds, not counted as an attempt) or "cancel [MESSAGE]" (fail for
+good, no retry). A line the agent cannot take is noted in the output.
+
 Standard output and error, merged, are reported with the exit code (the last
 --output-limit bytes). Success is exit code 0. At the job's time limit, or
 when the server stops the job, the process group gets SIGTERM, then SIGKILL
@@ -61,7 +67,8 @@ reported failed.`,
 		Example: `  usher agent --server http://sched:8080 --token "$AGENT_TOKEN" \
       --capability net --concurrency 8 -- nmap -sT -p 22,443
   usher agent --queue etl --payload stdin -- python3 etl.py
-  usher agent -- sh -c 'echo "job $USHER_JOB_ID got $1"' job`,
+  usher agent -- sh -c 'echo "job $USHER_JOB_ID got $1"' job
+  usher agent -- sh -c 'echo "progress 0.5 half way" >&3; echo "result {\"n\":1}" >&3'`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	f := cmd.Flags()
@@ -197,19 +204,29 @@ func (r *commandRunner) run(ctx context.Context, job *client.LeasedJob) (string,
 	}
 	cmd := exec.Command(r.argv[0], append(r.argv[1:len(r.argv):len(r.argv)], args...)...)
 	cmd.Env = append(r.env[:len(r.env):len(r.env)], "USHER_JOB_ID="+job.ID, "USHER_JOB_QUEUE="+job.Queue,
-		"USHER_JOB_ATTEMPT="+strconv.Itoa(job.Attempt), "USHER_JOB_TIMEOUT_MS="+strconv.FormatInt(job.TimeoutMs, 10))
+		"USHER_JOB_ATTEMPT="+strconv.Itoa(job.Attempt), "USHER_JOB_TIMEOUT_MS="+strconv.FormatInt(job.TimeoutMs, 10),
+		"USHER_CONTROL_FD="+strconv.Itoa(controlFD))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p, err := startProcess(cmd, input, r.outputLimit)
+	ctlR, ctlW, err := openControl()
 	if err != nil {
+		return "", &exitError{code: 127, msg: err.Error()}
+	}
+	cmd.ExtraFiles = []*os.File{ctlW}
+	p, err := startProcess(cmd, input, r.outputLimit)
+	ctlW.Close()
+	if err != nil {
+		ctlR.Close()
 		return "", &exitError{code: 127, msg: fmt.Sprintf("starting %s: %v", r.argv[0], err)}
 	}
+	ctl := readControl(ctx, ctlR)
 	k := &killer{pgid: cmd.Process.Pid, grace: r.killGrace}
 	stopWatch := context.AfterFunc(ctx, func() { k.kill(errors.Is(context.Cause(ctx), client.ErrAborted)) })
 	waitErr := cmd.Wait()
 	stopWatch()
 	k.done()
 	out := p.finish()
-	return out, exitErr(waitErr)
+	notes, err := ctl.finish(ctlR, exitErr(waitErr))
+	return out + notes, err
 }
 
 // input is the job's payload as extra arguments or as standard input.

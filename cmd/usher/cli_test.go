@@ -89,6 +89,8 @@ edges:
 		}},
 		{args: []string{"queue", "update", "scan", "--active=false", "--priority", "20"}, out: []string{"scan", "20", "random", "false"}},
 		{args: []string{"queue", "update", "etl", "--max-attempts", "5"}, out: []string{"etl", "5 attempts, backoff 1s"}},
+		{args: []string{"queue", "update", "etl", "--backoff-policy", "linear", "--max-backoff", "10s"}, out: []string{"etl", "5 attempts, backoff 1s linear up to 10s"}},
+		{args: []string{"queue", "update", "etl", "--backoff-policy", "fibonacci"}, err: "retry.backoff.policy"},
 		{args: []string{"queue", "show", "nope"}, err: "404"},
 		{args: []string{"limit", "set", "net:*", "5"}, out: []string{"PATTERN", "LIMIT", "net:*", "5"}},
 		{args: []string{"limit", "set", "net:*", "many"}, err: "not a count"},

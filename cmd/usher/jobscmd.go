@@ -398,6 +398,7 @@ func printJob(w io.Writer, j client.Job) error {
 		{"run at:", whenSet(j.RunAt)}, {"deadline:", whenSet(j.Deadline)},
 		{"created:", when(j.CreatedAt)}, {"started:", whenSet(j.StartedAt)}, {"finished:", whenSet(j.FinishedAt)},
 		{"exit code:", exitText(j.ExitCode)}, {"error:", orDash(j.Error)},
+		{"backoff:", backoffText(j.Backoff)}, {"progress:", progressText(j.Progress)}, {"result:", orDash(string(j.Result))},
 	} {
 		t.row(f[0], f[1])
 	}
@@ -411,6 +412,26 @@ func printJob(w io.Writer, j client.Job) error {
 		}
 	}
 	return nil
+}
+
+// backoffText shows a job's own backoff: "linear 500ms..10s".
+func backoffText(b *client.Backoff) string {
+	if b == nil {
+		return "-"
+	}
+	s := b.Policy + " " + millis(b.BaseMs)
+	if b.MaxMs > 0 {
+		s += ".." + millis(b.MaxMs)
+	}
+	return s
+}
+
+// progressText shows a job's last progress: "40% copying".
+func progressText(p *client.Progress) string {
+	if p == nil {
+		return "-"
+	}
+	return strings.TrimSpace(fmt.Sprintf("%.0f%% %s", p.Value*100, p.Message))
 }
 
 // jobsActCommand makes `jobs cancel` or `jobs retry`.

@@ -28,7 +28,7 @@ that set none. Changing queues needs an admin token.`,
 type queueFlags struct {
 	priority, batch, maxAttempts int
 	requires                     []string
-	order                        string
+	order, backoffPolicy         string
 	active                       bool
 	backoff, maxBackoff          time.Duration
 }
@@ -44,16 +44,35 @@ func (q *queueFlags) register(f *pflag.FlagSet, forUpdate bool) {
 		f.BoolVar(&q.active, "active", true, "--active=false creates the queue paused")
 	}
 	f.IntVar(&q.maxAttempts, "max-attempts", 0, "retry policy: attempts of a job that sets none (0: one)")
-	f.DurationVar(&q.backoff, "backoff", 0, "retry policy: wait before the second attempt, doubling after")
+	f.DurationVar(&q.backoff, "backoff", 0, "retry policy: the backoff's base, the wait after the first attempt")
 	f.DurationVar(&q.maxBackoff, "max-backoff", 0, "retry policy: longest wait between attempts")
+	f.StringVar(&q.backoffPolicy, "backoff-policy", client.BackoffExponential,
+		"retry policy: how the wait grows: exponential (base·2^(n-1), randomized with full jitter), linear (base·n) or constant")
+}
+
+// backoffFlags are the flags of a retry policy's backoff.
+var backoffFlags = []string{"backoff", "max-backoff", "backoff-policy"}
+
+// changedAny says whether any of the flags was given.
+func changedAny(f *pflag.FlagSet, names ...string) bool {
+	for _, n := range names {
+		if f.Changed(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // retry is the retry policy the flags give, nil when none is set.
 func (q *queueFlags) retry(f *pflag.FlagSet) *client.RetryPolicy {
-	if !f.Changed("max-attempts") && !f.Changed("backoff") && !f.Changed("max-backoff") {
+	if !changedAny(f, append(backoffFlags, "max-attempts")...) {
 		return nil
 	}
-	return &client.RetryPolicy{MaxAttempts: q.maxAttempts, BackoffMs: q.backoff.Milliseconds(), MaxBackoffMs: q.maxBackoff.Milliseconds()}
+	r := &client.RetryPolicy{MaxAttempts: q.maxAttempts}
+	if changedAny(f, backoffFlags...) {
+		r.Backoff = &client.Backoff{Policy: q.backoffPolicy, BaseMs: q.backoff.Milliseconds(), MaxMs: q.maxBackoff.Milliseconds()}
+	}
+	return r
 }
 
 func queueCreateCommand(o *clientOpts) *cobra.Command {
@@ -145,11 +164,21 @@ func (q *queueFlags) update(cmd *cobra.Command, c *client.Client, name string) (
 	if f.Changed("max-attempts") {
 		r.MaxAttempts = q.maxAttempts
 	}
-	if f.Changed("backoff") {
-		r.BackoffMs = q.backoff.Milliseconds()
-	}
-	if f.Changed("max-backoff") {
-		r.MaxBackoffMs = q.maxBackoff.Milliseconds()
+	if changedAny(f, backoffFlags...) {
+		b := client.Backoff{Policy: client.BackoffExponential, BaseMs: r.BackoffMs, MaxMs: r.MaxBackoffMs}
+		if r.Backoff != nil {
+			b = *r.Backoff
+		}
+		if f.Changed("backoff") {
+			b.BaseMs = q.backoff.Milliseconds()
+		}
+		if f.Changed("max-backoff") {
+			b.MaxMs = q.maxBackoff.Milliseconds()
+		}
+		if f.Changed("backoff-policy") {
+			b.Policy = q.backoffPolicy
+		}
+		r.Backoff, r.BackoffMs, r.MaxBackoffMs = &b, 0, 0
 	}
 	u.Retry = &r
 	return u, nil
@@ -251,11 +280,18 @@ func retryText(r client.RetryPolicy) string {
 		return "once"
 	}
 	s := strconv.Itoa(r.MaxAttempts) + " attempts"
-	if r.BackoffMs > 0 {
-		s += ", backoff " + millis(r.BackoffMs)
+	b := r.Backoff
+	if b == nil {
+		b = &client.Backoff{BaseMs: r.BackoffMs, MaxMs: r.MaxBackoffMs}
 	}
-	if r.MaxBackoffMs > 0 {
-		s += " up to " + millis(r.MaxBackoffMs)
+	if b.BaseMs > 0 {
+		s += ", backoff " + millis(b.BaseMs)
+		if b.Policy != "" && b.Policy != client.BackoffExponential {
+			s += " " + b.Policy
+		}
+	}
+	if b.MaxMs > 0 {
+		s += " up to " + millis(b.MaxMs)
 	}
 	return s
 }

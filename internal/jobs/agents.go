@@ -299,8 +299,8 @@ func (e *Engine) Renew(agentID string) (jobtype.RenewAnswer, error) {
 // is acknowledged as ignored and changes nothing.
 func (e *Engine) Complete(ctx context.Context, agentID string, results []jobtype.Result) ([]jobtype.Ack, error) {
 	for i := range results {
-		if results[i].ID == "" || results[i].Attempt < 1 {
-			return nil, invalid(fmt.Sprintf("results[%d]", i), "needs an id and an attempt of at least 1")
+		if err := checkResult(&results[i]); err != nil {
+			return nil, prefixed(fmt.Sprintf("results[%d]", i), err)
 		}
 	}
 	acks := make([]jobtype.Ack, len(results))
@@ -315,6 +315,14 @@ func (e *Engine) Complete(ctx context.Context, agentID string, results []jobtype
 }
 
 func (e *Engine) completeLocked(r *jobtype.Result, now time.Time) jobtype.Ack {
+	r.Output = tail(r.Output, e.cfg.MaxOutput)
+	r.Error = tail(r.Error, 4096)
+	switch {
+	case r.SnoozeMs > 0:
+		return e.snoozeLocked(r)
+	case r.Cancel:
+		return e.handlerCancelLocked(r, now)
+	}
 	outcome := sched.FailedAttempt
 	if r.Succeeded() {
 		outcome = sched.Succeeded
@@ -323,8 +331,6 @@ func (e *Engine) completeLocked(r *jobtype.Result, now time.Time) jobtype.Ack {
 	if ack.Ignored {
 		return jobtype.Ack{ID: r.ID, Ignored: true}
 	}
-	r.Output = tail(r.Output, e.cfg.MaxOutput)
-	r.Error = tail(r.Error, 4096)
 	switch {
 	case outcome == sched.Succeeded:
 		e.finished(r.ID, jobtype.StateSucceeded, now, r)

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -46,7 +47,10 @@ type Config struct {
 	// enqueue (default DefaultKeyRetention).
 	KeyRetention time.Duration
 	// Now is the clock (default time.Now).
-	Now    func() time.Time
+	Now func() time.Time
+	// Rand is the scheduling core's source of randomness: random picks
+	// and the jitter of backoffs (default: randomly seeded).
+	Rand   *rand.Rand
 	Logger *slog.Logger
 }
 
@@ -78,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeyRetention <= 0 {
 		c.KeyRetention = DefaultKeyRetention
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -133,7 +140,7 @@ type liveJob struct {
 // Open rebuilds the engine's state from the store.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	cfg = cfg.withDefaults()
-	core, err := sched.New(sched.Config{Tiers: cfg.Tiers, Now: cfg.Now})
+	core, err := sched.New(sched.Config{Tiers: cfg.Tiers, Now: cfg.Now, Rand: cfg.Rand, Grace: Grace})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
@@ -283,10 +290,12 @@ func (e *Engine) applyEventsLocked() {
 			e.direct(ev.WorkerID, func(a *agent) { a.stop = append(a.stop, jobtype.JobRef{ID: ev.JobID, Attempt: ev.Attempt}) })
 		case sched.EventDowngraded:
 			e.downgraded(ev)
+		case sched.EventTimedOut:
+			e.direct(ev.WorkerID, func(a *agent) { a.stop = append(a.stop, jobtype.JobRef{ID: ev.JobID, Attempt: ev.Attempt}) })
 		case sched.EventRetrying:
-			e.requeued(ev.JobID, ev.At, agentLost(ev))
+			e.requeued(ev.JobID, ev.At, lostResult(ev))
 		case sched.EventFailed:
-			e.finished(ev.JobID, jobtype.StateFailed, now, agentLost(ev))
+			e.finished(ev.JobID, jobtype.StateFailed, now, lostResult(ev))
 		case sched.EventCancelled:
 			e.finished(ev.JobID, jobtype.StateCancelled, now, nil)
 		case sched.EventExpired:
@@ -298,10 +307,14 @@ func (e *Engine) applyEventsLocked() {
 	}
 }
 
-// agentLost is the result of an attempt whose agent left or lapsed.
-func agentLost(ev sched.Event) *jobtype.Result {
-	return &jobtype.Result{ID: ev.JobID, Attempt: ev.Attempt, ExitCode: -1,
-		Error: fmt.Sprintf("agent %s left or its lease lapsed while the job ran", ev.WorkerID)}
+// lostResult is the result of an attempt that the server ended: its agent
+// left or lapsed, or it ran past its time limit.
+func lostResult(ev sched.Event) *jobtype.Result {
+	msg := fmt.Sprintf("agent %s left or its lease lapsed while the job ran", ev.WorkerID)
+	if ev.TimedOut {
+		msg = ErrTimeLimit.Error()
+	}
+	return &jobtype.Result{ID: ev.JobID, Attempt: ev.Attempt, ExitCode: -1, Error: msg}
 }
 
 // downgraded tells an agent of an elastic job's shorter limit.

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/jobtype"
@@ -90,6 +89,7 @@ func normalQueue(q jobtype.Queue) jobtype.Queue {
 	q.Requires = slices.Clone(q.Requires)
 	sort.Strings(q.Requires)
 	q.Requires = slices.Compact(q.Requires)
+	q.Retry = normalRetry(q.Retry)
 	return q
 }
 
@@ -127,7 +127,9 @@ func parseOrder(s string) (sched.Order, error) {
 	return 0, invalid("order", "%q is not fifo, strict or random", s)
 }
 
+// coreRetry is a normalized retry policy (normalRetry) as the core's.
 func coreRetry(r jobtype.RetryPolicy) (sched.RetryPolicy, error) {
+	r = normalRetry(r)
 	switch {
 	case r.MaxAttempts < 0 || r.MaxAttempts > 1000:
 		return sched.RetryPolicy{}, invalid("maxAttempts", "%d is outside 0..1000", r.MaxAttempts)
@@ -136,8 +138,15 @@ func coreRetry(r jobtype.RetryPolicy) (sched.RetryPolicy, error) {
 	case r.MaxBackoffMs < 0:
 		return sched.RetryPolicy{}, invalid("maxBackoffMs", "%d is negative", r.MaxBackoffMs)
 	}
-	return sched.RetryPolicy{MaxAttempts: r.MaxAttempts, Backoff: time.Duration(r.BackoffMs) * time.Millisecond,
-		MaxBackoff: time.Duration(r.MaxBackoffMs) * time.Millisecond}, nil
+	p := sched.RetryPolicy{MaxAttempts: r.MaxAttempts}
+	if r.Backoff != nil {
+		b, err := coreBackoff(*r.Backoff)
+		if err != nil {
+			return sched.RetryPolicy{}, prefixed("backoff", err)
+		}
+		p.Backoff, p.MaxBackoff, p.Policy, p.Jitter = b.Backoff, b.MaxBackoff, b.Policy, b.Jitter
+	}
+	return p, nil
 }
 
 // Queue returns one queue.

@@ -72,7 +72,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		specs = append(specs, cs)
 		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
 			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, runAt: runAt}
-		if r.Attempt > 0 {
+		if r.Attempt > 0 || runAt.IsZero() {
 			e.live[cs.ID].retryAt = r.ReadyAt
 		}
 		e.addUniqueLocked(e.live[cs.ID], specUniqueKey(&sp, r.CreatedAt))

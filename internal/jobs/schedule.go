@@ -72,11 +72,13 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// restoreSchedule sets a restored job's due time and deadline. A job that
-// never started waits for its stored ready time if RunNow or Retry wrote
-// one, else for its runAt; its deadline holds unless it was readied after
-// it (a retry of a job discarded at its deadline). A job that started is
-// past both: it waits only for a retry's backoff.
+// restoreSchedule sets a restored job's due time and deadline, and
+// returns its runAt while it is scheduled. A job with no counted attempt
+// waits for its stored ready time if RunNow, Retry or a snooze wrote one
+// (shown as delayed), else for its runAt (scheduled); its deadline holds
+// unless it was readied after it (a retry of a job discarded at its
+// deadline). A job with a counted attempt is past both: it waits only for
+// a retry's backoff.
 func restoreSchedule(r *Record, cs *sched.JobSpec) (runAt time.Time) {
 	cs.NotBefore = r.ReadyAt
 	if r.Attempt > 0 {
@@ -87,6 +89,11 @@ func restoreSchedule(r *Record, cs *sched.JobSpec) (runAt time.Time) {
 	}
 	if dl := r.Spec.Deadline; dl != nil && (r.ReadyAt.IsZero() || r.ReadyAt.Before(*dl)) {
 		cs.Deadline = *dl
+	}
+	if !r.ReadyAt.IsZero() {
+		// readied again before a counted attempt (run now, a retry, a
+		// snooze): it waits as a retry does, not for its runAt
+		return time.Time{}
 	}
 	return cs.NotBefore
 }
@@ -134,7 +141,7 @@ func (e *Engine) expired(id string, at time.Time) {
 }
 
 // NextDeadline is when Run next wakes (the earliest lease end, due time,
-// retry, deadline or periodic job's tick), or the zero time when nothing
+// retry or snooze, deadline, time limit or periodic job's tick), or the zero time when nothing
 // waits for time.
 func (e *Engine) NextDeadline() time.Time {
 	e.mu.Lock()

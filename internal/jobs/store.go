@@ -100,6 +100,8 @@ const (
 	OpDeleteCron                    // Name: a periodic job's entry is removed
 	OpFireCron                      // Record, Cron: a tick's job inserted and its entry's LastAt, in one write
 	OpPruneKeys                     // At: idempotency keys kept since before At are deleted
+	OpSnooze                        // ID, Attempt (the attempts that count), At (when it may run): a running job snoozed
+	OpProgress                      // ID, Progress: a running job's latest progress
 )
 
 // Op is one change to durable state.
@@ -116,4 +118,6 @@ type Op struct {
 	Record  *Record
 	Result  *jobtype.Result
 	Cron    *CronRecord
+	// Progress is the progress of OpProgress.
+	Progress *jobtype.Progress
 }

@@ -166,6 +166,7 @@ func (e *Engine) checkBasics(sp *jobtype.JobSpec, cs *sched.JobSpec) error {
 	if err := e.resolveTier(sp, cs); err != nil {
 		return err
 	}
+	cs.Timeout = time.Duration(sp.TimeoutMs) * time.Millisecond
 	if err := checkKeys(sp); err != nil {
 		return err
 	}
@@ -179,11 +180,20 @@ func (e *Engine) checkBasics(sp *jobtype.JobSpec, cs *sched.JobSpec) error {
 		return invalid("mode", "%q is not read or write", sp.Mode)
 	}
 	if sp.Retry != nil {
-		p, err := coreRetry(*sp.Retry)
+		r := normalRetry(*sp.Retry)
+		p, err := coreRetry(r)
 		if err != nil {
 			return prefixed("retry", err)
 		}
-		cs.Retry = &p
+		sp.Retry, cs.Retry = &r, &p
+	}
+	if sp.Backoff != nil {
+		b := normalBackoff(*sp.Backoff)
+		p, err := coreBackoff(b)
+		if err != nil {
+			return prefixed("backoff", err)
+		}
+		sp.Backoff, cs.Backoff = &b, &p
 	}
 	return nil
 }

@@ -250,6 +250,18 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, jobtype.CompleteAnswer{Acks: acks})
 }
 
+func (a *api) progress(w http.ResponseWriter, r *http.Request) error {
+	var b jobtype.ProgressRequest
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	ans, err := a.Engine.Progress(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
 func (a *api) leave(w http.ResponseWriter, r *http.Request) error {
 	var b jobtype.AgentRequest
 	if err := decode(r, &b); err != nil {

@@ -267,7 +267,7 @@ func TestLeaseHoldingHandsBackLostJobs(t *testing.T) {
 func TestRetryBackoffSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "usher.db")
 	s := jobsapitest.StartAt(t, path, jobsapitest.Options{})
-	queue(t, s, map[string]any{"name": "q", "retry": map[string]any{"maxAttempts": 2, "backoffMs": 3600000}})
+	queue(t, s, map[string]any{"name": "q", "retry": map[string]any{"maxAttempts": 2, "backoff": map[string]any{"policy": "constant", "baseMs": 3600000}}})
 	id := enqueue(t, s, map[string]any{"queue": "q"})[0]
 	complete(t, s, "a", 1, lease(t, s, "a", nil, 1, 1)...)
 	copyPath := filepath.Join(t.TempDir(), "copy.db")

@@ -56,6 +56,7 @@ func (s *Scheduler) adopt(spec JobSpec, workerID string, tier int, started time.
 	if at := started.UnixNano(); at < s.nowNS() {
 		s.run(j).started = at
 	}
+	s.setLimit(j)
 	s.markAdoptedExcess(w)
 	return a, nil
 }

@@ -45,6 +45,12 @@ type Config struct {
 	// Rand is the source of every random choice. Nil means a fixed seed,
 	// so that a run is reproducible.
 	Rand *rand.Rand
+	// Grace, when set, makes the scheduler enforce time limits
+	// (docs/design.md, "Leases and retries"): a running job whose
+	// attempt ran for its limit (its own Timeout or its tier's duration,
+	// whichever is shorter) plus Grace(limit) is failed by Tick. Nil: the
+	// driver enforces limits itself.
+	Grace func(limit time.Duration) time.Duration
 }
 
 // ErrInvalidTiers reports a tier configuration that breaks the rules of Tier.

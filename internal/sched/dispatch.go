@@ -176,6 +176,7 @@ func (s *Scheduler) start(j *job, b *bucket, w *worker, a *Assignment) {
 		s.addToSet(&s.interactive, j)
 	}
 	s.runHints.add(j, len(s.runs)-len(s.runFree))
+	s.setLimit(j)
 	s.hold(b)
 	w.jobs = append(w.jobs, j)
 	if w.free() <= 0 {
@@ -263,7 +264,7 @@ func (s *Scheduler) Complete(id string, attempt int, outcome Outcome) Ack {
 		s.forget(j, true)
 		return Ack{}
 	}
-	if j.isInteractive() {
+	if j.isInteractive() || outcome == FailedFinal {
 		s.stats.Failed++
 		s.forget(j, false)
 		return Ack{}

@@ -49,9 +49,13 @@ const (
 	// cancelled (At is when). Its dependants get EventCancelled unless
 	// they run after failures.
 	EventExpired
+	// EventTimedOut: a running attempt ran past its time limit and grace
+	// (only with Config.Grace); its slot is already free and the driver
+	// stops it. EventRetrying or EventFailed, with TimedOut, follows.
+	EventTimedOut
 )
 
-var eventNames = [...]string{"", "downgraded", "halted", "stopped", "retrying", "failed", "cancelled", "lease-expired", "expired"}
+var eventNames = [...]string{"", "downgraded", "halted", "stopped", "retrying", "failed", "cancelled", "lease-expired", "expired", "timed-out"}
 
 // String names the kind.
 func (k EventKind) String() string {
@@ -74,6 +78,9 @@ type Event struct {
 	StopNow  bool
 	// At is when a retried job becomes ready again.
 	At time.Time
+	// TimedOut marks the EventRetrying or EventFailed of an attempt that
+	// ran past its time limit.
+	TimedOut bool
 }
 
 // Outcome is how an attempt ended.
@@ -83,6 +90,9 @@ type Outcome uint8
 const (
 	Succeeded Outcome = iota + 1
 	FailedAttempt
+	// FailedFinal: the attempt failed and the job must not run again,
+	// whatever its retry policy says (its handler cancelled it).
+	FailedFinal
 )
 
 // Ack answers Complete.

@@ -61,8 +61,10 @@ type jobExt struct {
 	pending    int32     // upstream jobs not finished yet
 	dependants []depLink // downstream jobs
 	retry      *RetryPolicy
-	notBefore  int64 // UnixNano: a waiting job's NotBefore, applied once its dependencies are done
-	dpos       int32 // index+1 in the deadline heap; 0: none
+	notBefore  int64         // UnixNano: a waiting job's NotBefore, applied once its dependencies are done
+	dpos       int32         // index+1 in the deadline heap; 0: none
+	timeout    time.Duration // own time limit; 0: the tier's
+	backoff    *RetryPolicy  // own backoff over the policy's
 }
 
 // depLink names a downstream job. Its slot may be reused once that job is
@@ -81,6 +83,7 @@ type runInfo struct {
 	tier     int8
 	wpos     int32 // index in worker.jobs
 	cpos     int32 // index in the running set of its class
+	limitAt  int64 // when the attempt fails by its time limit (ns); 0: never
 }
 
 func (j *job) isDefault() bool     { return j.flags&flagDefault != 0 }
@@ -89,10 +92,18 @@ func (j *job) isInteractive() bool { return j.flags&flagInteractive != 0 }
 func (j *job) queue() *queue { return j.bucket.queue }
 
 func (s *Scheduler) policy(j *job) RetryPolicy {
-	if x := s.jobs.ext(j); x != nil && x.retry != nil {
-		return *x.retry
+	p := j.queue().spec.Retry
+	x := s.jobs.ext(j)
+	if x == nil {
+		return p
 	}
-	return j.queue().spec.Retry
+	if x.retry != nil {
+		p = *x.retry
+	}
+	if b := x.backoff; b != nil {
+		p.Backoff, p.MaxBackoff, p.Policy, p.Jitter = b.Backoff, b.MaxBackoff, b.Policy, b.Jitter
+	}
+	return p
 }
 
 // validateJob checks a spec against the scheduler's configuration. known
@@ -139,6 +150,12 @@ func (s *Scheduler) checkFields(sp *JobSpec, known func(string) bool) error {
 	if err := validateRetry(sp.Retry); err != nil {
 		return fmt.Errorf("job %q: %w", sp.ID, err)
 	}
+	if err := validateRetry(sp.Backoff); err != nil {
+		return fmt.Errorf("job %q: backoff: %w", sp.ID, err)
+	}
+	if sp.Timeout < 0 {
+		return fmt.Errorf("%w: job %q: negative timeout %s", ErrInvalidJob, sp.ID, sp.Timeout)
+	}
 	if sp.Attempts < 0 || sp.Attempts >= math.MaxUint16 {
 		return fmt.Errorf("%w: job %q: attempts %d outside 0..%d", ErrInvalidJob, sp.ID, sp.Attempts, math.MaxUint16-1)
 	}
@@ -160,7 +177,7 @@ func validateRetry(p *RetryPolicy) error {
 	if p.MaxAttempts < 0 || p.MaxAttempts > math.MaxUint16 || p.Backoff < 0 || p.MaxBackoff < 0 {
 		return fmt.Errorf("%w: retry policy needs 0..%d attempts and non-negative backoffs", ErrInvalidJob, math.MaxUint16)
 	}
-	return nil
+	return validateBackoff(p)
 }
 
 // newJob builds the job record; it does not link dependencies or queue it.
@@ -191,6 +208,13 @@ func (s *Scheduler) newJobIn(sp *JobSpec, b *bucket, h uint64) *job {
 	if sp.Retry != nil {
 		p := *sp.Retry
 		s.jobs.addExt(j).retry = &p
+	}
+	if sp.Timeout > 0 {
+		s.jobs.addExt(j).timeout = sp.Timeout
+	}
+	if sp.Backoff != nil {
+		p := *sp.Backoff
+		s.jobs.addExt(j).backoff = &p
 	}
 	s.refBucket(b)
 	s.jobs.put(j, h)
@@ -225,7 +249,7 @@ func (s *Scheduler) retryOrFail(j *job) (bool, time.Time) {
 		return false, time.Time{}
 	}
 	s.stats.Retried++
-	wait := backoff(p, int(j.attempt))
+	wait := s.backoff(p, int(j.attempt))
 	if wait <= 0 {
 		s.makeReady(j)
 		return true, s.now()
@@ -250,20 +274,6 @@ func (s *Scheduler) readyOrDelay(j *job, notBefore time.Time) {
 		return
 	}
 	s.makeReady(j)
-}
-
-func backoff(p RetryPolicy, attempt int) time.Duration {
-	if p.Backoff <= 0 {
-		return 0
-	}
-	d := p.Backoff
-	for i := 1; i < attempt && (p.MaxBackoff <= 0 || d < p.MaxBackoff) && d < time.Hour*24*365; i++ {
-		d *= 2
-	}
-	if p.MaxBackoff > 0 && d > p.MaxBackoff {
-		d = p.MaxBackoff
-	}
-	return d
 }
 
 // wakeDelayed moves retries whose backoff ended back into their queues.

@@ -51,6 +51,8 @@ type Scheduler struct {
 	poolList    []*pool      // in creation order, for determinism
 	delayed     jobHeap      // retries waiting out their backoff, keyed by ready time
 	deadlines   deadlineHeap // jobs that must start by a time, keyed by it
+	grace       func(time.Duration) time.Duration
+	timeLimits  limitHeap // time limits of running attempts (with grace)
 
 	seq      uint64 // ready sequence: FIFO order inside a queue
 	startSeq uint64 // counts starts; lets invariants tell old from new
@@ -67,7 +69,8 @@ type Counters struct {
 	Started, Succeeded, Failed, Retried, Cancelled int
 	Downgrades, Halts, Denials, LeaseExpiries      int
 	// Expired counts jobs cancelled at their deadline (also in Cancelled).
-	Expired int
+	Expired             int
+	Snoozes, TimeLimits int
 }
 
 // New returns a Scheduler with the given configuration.
@@ -89,6 +92,7 @@ func New(cfg Config) (*Scheduler, error) {
 	n := len(tiers)
 	s := &Scheduler{
 		now:      cfg.Now,
+		grace:    cfg.Grace,
 		rng:      rng,
 		tiers:    slices.Clone(tiers),
 		limits:   make([]int, n),

@@ -58,11 +58,15 @@ func (o Order) String() string {
 
 // RetryPolicy says how often a failed job runs again and how long it waits
 // first. A job runs at most MaxAttempts times (0 and 1 both mean once). The
-// wait before attempt n+1 is Backoff·2^(n-1), at most MaxBackoff when set.
+// wait before attempt n+1 grows by Policy from Backoff (exponential:
+// Backoff·2^(n-1)), at most MaxBackoff when set. With Jitter the wait is
+// drawn uniformly from [0, that] (full jitter) with Config.Rand.
 type RetryPolicy struct {
 	MaxAttempts int
 	Backoff     time.Duration
 	MaxBackoff  time.Duration
+	Policy      BackoffPolicy
+	Jitter      bool
 }
 
 // QueueSpec defines a queue.
@@ -124,6 +128,13 @@ type JobSpec struct {
 	// has not started by then. Once its first attempt starts it no longer
 	// applies.
 	Deadline time.Time
+	// Backoff, when non-nil, overrides the backoff fields (Backoff,
+	// MaxBackoff, Policy, Jitter) of the job's policy, its own or its
+	// queue's; its MaxAttempts is ignored.
+	Backoff *RetryPolicy
+	// Timeout is the job's own time limit when shorter than its tier's
+	// duration (0: its tier's); enforced only with Config.Grace.
+	Timeout time.Duration
 	// Attempts is how many attempts the job already had, for a driver that
 	// rebuilds its state after a restart: the next one is Attempts+1, and
 	// they count toward the retry policy's MaxAttempts.

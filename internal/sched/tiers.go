@@ -154,6 +154,7 @@ func (s *Scheduler) downgradeAll() {
 // driver, with StopNow when the task already ran past the new tier.
 func (s *Scheduler) downgrade(j *job, to int) {
 	s.setRunTier(j, to)
+	s.setLimit(j)
 	r := s.run(j)
 	s.stats.Downgrades++
 	d := s.tiers[to].Duration

@@ -220,13 +220,14 @@ func (s *Scheduler) Tick() {
 		s.emit(Event{Kind: EventLeaseExpired, WorkerID: w.id})
 		s.dropWorker(w)
 	}
+	s.expireLimits(now)
 	s.wakeDelayed(now)
 	s.expireDeadlines(now)
 }
 
 // NextDeadline returns when Tick next has work: the earliest lease end,
-// retry or scheduled job's wake-up, or deadline. It returns the zero time
-// when there is none.
+// retry or scheduled job's wake-up, deadline or time limit. It returns
+// the zero time when there is none.
 func (s *Scheduler) NextDeadline() time.Time {
 	var next int64
 	for _, w := range s.workers {
@@ -243,6 +244,9 @@ func (s *Scheduler) NextDeadline() time.Time {
 		if at := s.deadlines[0].at; next == 0 || at < next {
 			next = at
 		}
+	}
+	if at := s.nextLimit(); at != 0 && (next == 0 || at < next) {
+		next = at
 	}
 	if next == 0 {
 		return time.Time{}

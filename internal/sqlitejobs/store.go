@@ -60,6 +60,10 @@ CREATE TABLE job_crons (name TEXT PRIMARY KEY, rec TEXT NOT NULL) WITHOUT ROWID;
 -- the engine's OpPruneKeys once older than the key retention.
 CREATE TABLE job_idempotency_keys (key TEXT PRIMARY KEY, job INTEGER NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX job_idempotency_keys_by_time ON job_idempotency_keys(created_at);
+-- What a handler reports beside its outcome: the latest progress (JSON
+-- {"value","message"}) and its JSON result.
+ALTER TABLE jobs ADD COLUMN progress TEXT;
+ALTER TABLE jobs ADD COLUMN result BLOB;
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -228,7 +232,7 @@ func (s *Store) loadDeps(ctx context.Context, snap *jobs.Snapshot, index map[int
 }
 
 const jobColumns = `id, queue, state, spec, payload, coalesce(workflow, 0), attempt, coalesce(agent, ''),
-	created_at, started_at, finished_at, exit_code, coalesce(output, ''), coalesce(error, '')`
+	created_at, started_at, finished_at, exit_code, coalesce(output, ''), coalesce(error, ''), progress, result`
 
 // Job implements jobs.Store.
 func (s *Store) Job(ctx context.Context, id int64) (jobtype.Job, error) {
@@ -283,11 +287,21 @@ func scanJob(r scanner) (jobtype.Job, error) {
 		state                     int
 		spec, payload             []byte
 		started, finished, exitCo sql.NullInt64
+		progress, result          []byte
 	)
 	err := r.Scan(&id, &j.Queue, &state, &spec, &payload, &wf, &j.Attempt, &j.Agent,
-		&created, &started, &finished, &exitCo, &j.Output, &j.Error)
+		&created, &started, &finished, &exitCo, &j.Output, &j.Error, &progress, &result)
 	if err != nil {
 		return jobtype.Job{}, err
+	}
+	if len(progress) > 0 {
+		j.Progress = &jobtype.Progress{}
+		if err := json.Unmarshal(progress, j.Progress); err != nil {
+			return jobtype.Job{}, fmt.Errorf("sqlitejobs: job %d: progress: %w", id, err)
+		}
+	}
+	if len(result) > 0 {
+		j.Result = json.RawMessage(result)
 	}
 	if err := json.Unmarshal(spec, &j.JobSpec); err != nil {
 		return jobtype.Job{}, fmt.Errorf("sqlitejobs: job %d: %w", id, err)

@@ -39,9 +39,13 @@ var statements = map[string]string{
 	"dep":              `INSERT OR IGNORE INTO job_deps (job, dep) VALUES (?, ?)`,
 	"start":            `UPDATE jobs SET state = 1, attempt = ?, agent = ?, started_at = ?, ready_at = NULL WHERE id = ?`,
 	"requeue": `UPDATE jobs SET state = 0, agent = NULL, ready_at = ?,
-		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
+		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error),
+		result = coalesce(?, result) WHERE id = ?`,
 	"finish": `UPDATE jobs SET state = ?, finished_at = ?,
-		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error) WHERE id = ?`,
+		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error),
+		result = coalesce(?, result) WHERE id = ?`,
+	"snooze":   `UPDATE jobs SET state = 0, agent = NULL, attempt = ?, ready_at = ? WHERE id = ?`,
+	"progress": `UPDATE jobs SET progress = ? WHERE id = ?`,
 	"keepNextIDs": `INSERT INTO job_next_ids (kind, next)
 		VALUES ('jobs', (SELECT coalesce(max(id), 0) + 1 FROM jobs)), ('workflows', (SELECT coalesce(max(id), 0) + 1 FROM job_workflows))
 		ON CONFLICT (kind) DO UPDATE SET next = max(next, excluded.next)`,
@@ -56,7 +60,7 @@ var statements = map[string]string{
 		ON CONFLICT (key) DO UPDATE SET job = excluded.job, created_at = excluded.created_at`,
 	"pruneKeys": `DELETE FROM job_idempotency_keys WHERE created_at < ?`,
 	"reset": `UPDATE jobs SET state = 0, attempt = 0, agent = NULL, ready_at = NULL, started_at = NULL,
-		finished_at = NULL, exit_code = NULL, output = NULL, error = NULL WHERE id = ?`,
+		finished_at = NULL, exit_code = NULL, output = NULL, error = NULL, progress = NULL, result = NULL WHERE id = ?`,
 	"putCron":    `INSERT INTO job_crons (name, rec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET rec = excluded.rec`,
 	"deleteCron": `DELETE FROM job_crons WHERE name = ?`,
 }
@@ -157,7 +161,7 @@ func (w *writer) applyRun(ctx context.Context, tx *sql.Tx, ops []jobs.Op) (int, 
 // plainSuccess says whether op records a success with no output or error.
 func plainSuccess(op *jobs.Op) bool {
 	return op.Kind == jobs.OpFinish && op.State == jobtype.StateSucceeded && op.Result != nil &&
-		op.Result.ExitCode == 0 && op.Result.Output == "" && op.Result.Error == ""
+		op.Result.ExitCode == 0 && op.Result.Output == "" && op.Result.Error == "" && len(op.Result.Value) == 0
 }
 
 func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
@@ -187,11 +191,19 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 	case jobs.OpStart:
 		return w.exec(ctx, tx, "start", op.Attempt, op.Agent, op.At.UnixMilli(), op.ID)
 	case jobs.OpRequeue:
-		code, out, msg := resultArgs(op.Result)
-		return w.exec(ctx, tx, "requeue", op.At.UnixMilli(), code, out, msg, op.ID)
+		code, out, msg, val := resultArgs(op.Result)
+		return w.exec(ctx, tx, "requeue", op.At.UnixMilli(), code, out, msg, val, op.ID)
 	case jobs.OpFinish:
-		code, out, msg := resultArgs(op.Result)
-		return w.exec(ctx, tx, "finish", stateCode(op.State), op.At.UnixMilli(), code, out, msg, op.ID)
+		code, out, msg, val := resultArgs(op.Result)
+		return w.exec(ctx, tx, "finish", stateCode(op.State), op.At.UnixMilli(), code, out, msg, val, op.ID)
+	case jobs.OpSnooze:
+		return w.exec(ctx, tx, "snooze", op.Attempt, op.At.UnixMilli(), op.ID)
+	case jobs.OpProgress:
+		pg, err := json.Marshal(op.Progress)
+		if err != nil {
+			return fmt.Errorf("sqlitejobs: progress of job %d: %w", op.ID, err)
+		}
+		return w.exec(ctx, tx, "progress", string(pg), op.ID)
 	case jobs.OpReset:
 		return w.reset(ctx, tx, op)
 	case jobs.OpPrune:
@@ -255,13 +267,18 @@ func (w *writer) insertAs(ctx context.Context, tx *sql.Tx, stmt string, r *jobs.
 	return nil
 }
 
-// resultArgs are the exit code, output and error of a result, or NULLs
-// (which keep the stored ones) when there is none.
-func resultArgs(r *jobtype.Result) (any, any, any) {
+// resultArgs are the exit code, output, error and JSON result of a
+// result, or NULLs (which keep the stored ones) when there is none; a
+// result without a JSON value keeps the stored one.
+func resultArgs(r *jobtype.Result) (any, any, any, any) {
 	if r == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	return r.ExitCode, r.Output, r.Error
+	var val any
+	if len(r.Value) > 0 {
+		val = []byte(r.Value)
+	}
+	return r.ExitCode, r.Output, r.Error, val
 }
 
 // cron writes a periodic job's entry; a fire inserts the tick's job in

@@ -47,6 +47,10 @@ func Run(t *testing.T, open Opener) {
 		{"EngineKeepsIdempotencyKeysAndUniqueJobsThroughARestart", testEngineDedupRestart},
 		{"ScheduleStored", testScheduleStored},
 		{"ScheduledJobsThroughARestart", testScheduledRestart},
+		{"HandlerReports", testHandlerReports},
+		{"HandlerReportsOnRequeue", testHandlerReportsOnRequeue},
+		{"EngineHandlerReports", testEngineHandlerReports},
+		{"EngineTimeLimit", testEngineTimeLimit},
 		{"RetryOfAJobPrunedAfterItsReadBringsItBack", func(t *testing.T, open func(t *testing.T) jobs.Store) {
 			testRetryRacingAPrune(t, open, false, "job")
 		}},

@@ -28,6 +28,8 @@ type stored struct {
 	errText  string
 	readyAt  int64
 	after    []int64
+	progress *jobtype.Progress
+	result   json.RawMessage
 }
 
 // parseJob reads a job's hash; a missing or malformed field is a clear
@@ -60,6 +62,15 @@ func parseJob(id int64, h map[string]string) (*stored, error) {
 		st.exitCode = &c
 	}
 	st.after = p.ids("a")
+	if pg, ok := h["pg"]; ok {
+		st.progress = &jobtype.Progress{}
+		if err := json.Unmarshal([]byte(pg), st.progress); err != nil {
+			p.fail("pg", "%v", err)
+		}
+	}
+	if rv, ok := h["rv"]; ok && rv != "" {
+		st.result = json.RawMessage(rv)
+	}
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -125,7 +136,8 @@ func (p *fieldParser) ids(field string) []int64 {
 func (st *stored) job() jobtype.Job {
 	j := jobtype.Job{ID: strconv.FormatInt(st.id, 10), JobSpec: st.spec, State: jobtype.State(stateNames[st.state]),
 		Attempt: st.attempt, Agent: st.agent, Output: st.output, Error: st.errText, ExitCode: st.exitCode,
-		CreatedAt: time.UnixMilli(st.created).UTC(), StartedAt: optTime(st.started), FinishedAt: optTime(st.finished)}
+		CreatedAt: time.UnixMilli(st.created).UTC(), StartedAt: optTime(st.started), FinishedAt: optTime(st.finished),
+		Progress: st.progress, Result: st.result}
 	if st.workflow != 0 {
 		j.Workflow = strconv.FormatInt(st.workflow, 10)
 	}

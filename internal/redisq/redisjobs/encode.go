@@ -98,6 +98,19 @@ func (e *encoder) op(op *jobs.Op) error {
 	case jobs.OpPruneKeys:
 		e.add("11", op.At.UnixMilli())
 		e.keys = append(e.keys, e.n.idem, e.n.idemAt)
+	case jobs.OpSnooze:
+		e.add("a", op.ID, op.Attempt, op.At.UnixMilli())
+		e.job(op.ID)
+	case jobs.OpProgress:
+		if op.Progress == nil {
+			return fmt.Errorf("redisjobs: progress change without a progress")
+		}
+		pg, err := json.Marshal(op.Progress)
+		if err != nil {
+			return fmt.Errorf("redisjobs: progress of job %d: %w", op.ID, err)
+		}
+		e.add("b", op.ID, pg)
+		e.job(op.ID)
 	default:
 		return fmt.Errorf("redisjobs: unknown change kind %d", op.Kind)
 	}
@@ -274,17 +287,21 @@ func sameResult(a, b *jobtype.Result) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.ExitCode == b.ExitCode && a.Output == b.Output && a.Error == b.Error
+	return a.ExitCode == b.ExitCode && a.Output == b.Output && a.Error == b.Error && bytes.Equal(a.Value, b.Value)
 }
 
 // result encodes an attempt's result, or that there is none (the stored
-// one stays).
+// one stays): "1" with exit code, output and error, or "2" with those and
+// the handler's JSON result.
 func (e *encoder) result(r *jobtype.Result) {
-	if r == nil {
+	switch {
+	case r == nil:
 		e.add("0")
-		return
+	case len(r.Value) > 0:
+		e.add("2", r.ExitCode, r.Output, r.Error, []byte(r.Value))
+	default:
+		e.add("1", r.ExitCode, r.Output, r.Error)
 	}
-	e.add("1", r.ExitCode, r.Output, r.Error)
 }
 
 func joinIDs(ids []int64) string {

@@ -102,13 +102,16 @@ local function unfinish(id)
   end
   known[id] = 'u'
 end
--- result appends the attempt's result at ARGV[i] to the fields f; it
--- returns f and how many arguments the result took.
+-- result appends the attempt's result at ARGV[i] to the fields f ('1':
+-- exit code, output, error; '2': those and the handler's JSON result);
+-- it returns f and how many arguments the result took.
 local function result(f, i)
-  if ARGV[i] ~= '1' then return f, 1 end
+  if ARGV[i] ~= '1' and ARGV[i] ~= '2' then return f, 1 end
   local m = #f
   f[m + 1], f[m + 2], f[m + 3], f[m + 4], f[m + 5], f[m + 6] = 'x', ARGV[i + 1], 'o', ARGV[i + 2], 'e', ARGV[i + 3]
-  return f, 4
+  if ARGV[i] == '1' then return f, 4 end
+  f[m + 7], f[m + 8] = 'rv', ARGV[i + 4]
+  return f, 5
 end
 local ops = {}
 ops['1'] = function() redis.call('HSET', KEYS[7], ARGV[a], ARGV[a + 1]); a = a + 2 end
@@ -220,7 +223,7 @@ ops['9'] = function()
   end
   if known[id] then
     redis.call('HSET', job, 'st', '0', 'att', '0')
-    redis.call('HDEL', job, 'ag', 'r', 's', 'f', 'x', 'o', 'e')
+    redis.call('HDEL', job, 'ag', 'r', 's', 'f', 'x', 'o', 'e', 'pg', 'rv')
     unfinish(id)
     put(KEYS[12], id, false)
   elseif rec == '1' then
@@ -254,6 +257,23 @@ ops['11'] = function()
     batched('HDEL', h, old, 1000)
     batched('ZREM', z, old, 1000)
   end
+end
+-- a: a snooze: the job's id, the attempts that count, when it may run.
+-- Keys: the job's hash.
+ops['a'] = function()
+  local job, id = key(), ARGV[a]
+  if known[id] then
+    redis.call('HSET', job, 'st', '0', 'att', ARGV[a + 1], 'r', ARGV[a + 2], 'ag', '')
+    put(KEYS[12], id, false)
+  end
+  a = a + 3
+end
+-- b: a running job's latest progress: its id and the progress as JSON.
+-- Keys: the job's hash.
+ops['b'] = function()
+  local job, id = key(), ARGV[a]
+  if known[id] then redis.call('HSET', job, 'pg', ARGV[a + 1]) end
+  a = a + 2
 end
 while a <= #ARGV do
   local kind = ARGV[a]
