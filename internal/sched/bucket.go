@@ -45,10 +45,10 @@ type bucket struct {
 	tier    int8
 	flags   uint8
 	// Second cache line.
-	gates []gateRef // every gate the bucket holds
-	set   slotSet   // random queues, while not visible (see bucketSet)
-	num   uint32    // the bucket's number in its table
-	qpos  int32     // index in queue.buckets
+	gates []gateRef  // every gate the bucket holds
+	set   slotSet    // random queues, while not visible (see bucketSet)
+	num   uint32     // the bucket's number in its table
+	qpos  int32      // index in queue.buckets
 	lvl   *randLevel // random queues: the level of the bucket's tier and priority
 }
 
