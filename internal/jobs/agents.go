@@ -374,6 +374,7 @@ func (e *Engine) Drain() {
 		w.ch <- leased{p: e.last}
 	}
 	e.waiters = nil
+	e.wakeWorkflowWaitersLocked()
 }
 
 // Waiting returns how many lease requests wait for work.

@@ -101,6 +101,8 @@ type Engine struct {
 	last     Pending // the changes appended last: waiting on it waits on all
 
 	wake chan struct{} // the clock loop recomputes its deadline
+
+	wf wfWatch // who waits for which workflow to finish (wfwait.go)
 }
 
 // liveJob is what the engine keeps of an unfinished job beside the core.
@@ -321,6 +323,7 @@ func (e *Engine) finished(id string, s jobtype.State, at time.Time, r *jobtype.R
 		return
 	}
 	delete(e.live, id)
+	e.liveGone(j)
 	e.dropHeld(j)
 	e.emit(Op{Kind: OpFinish, ID: j.n, State: s, At: at, Result: r})
 }

@@ -64,8 +64,8 @@ func (e *Engine) restoreJobs(recs []Record) error {
 			edges = append(edges, sched.Edge{From: after[k], To: cs.ID})
 		}
 		specs = append(specs, cs)
-		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
-			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, retryAt: r.ReadyAt}
+		e.putLive(&liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
+			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, retryAt: r.ReadyAt})
 		if r.Running {
 			e.emit(Op{Kind: OpRequeue, ID: r.ID, At: e.cfg.Now(), Result: &jobtype.Result{ID: cs.ID, Attempt: r.Attempt,
 				ExitCode: -1, Error: "the server stopped while the job ran"}})

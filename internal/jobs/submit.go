@@ -68,8 +68,8 @@ func (e *Engine) submitLocked(specs []sched.JobSpec, edges []sched.Edge) error {
 // addLive records a submitted job beside the core and for the store.
 func (e *Engine) addLive(r *Record, after []string) {
 	id := jobID(r.ID)
-	e.live[id] = &liveJob{n: r.ID, id: id, queue: r.Spec.Queue, payload: r.Spec.Payload,
-		timeoutMs: r.Spec.TimeoutMs, after: after, workflow: r.Workflow}
+	e.putLive(&liveJob{n: r.ID, id: id, queue: r.Spec.Queue, payload: r.Spec.Payload,
+		timeoutMs: r.Spec.TimeoutMs, after: after, workflow: r.Workflow})
 	e.emit(Op{Kind: OpInsert, Record: r})
 }
 
@@ -486,7 +486,7 @@ func (e *Engine) resubmitLocked(old jobtype.Job, n int64, wfName string) error {
 		wf = mustID(old.Workflow)
 	}
 	id := jobID(n)
-	e.live[id] = &liveJob{n: n, id: id, queue: sp.Queue, payload: sp.Payload, timeoutMs: sp.TimeoutMs, after: cs.After, workflow: wf}
+	e.putLive(&liveJob{n: n, id: id, queue: sp.Queue, payload: sp.Payload, timeoutMs: sp.TimeoutMs, after: cs.After, workflow: wf})
 	rec := &Record{ID: n, Spec: sp, Workflow: wf, CreatedAt: old.CreatedAt}
 	rec.Spec.After = nil
 	for _, d := range cs.After {

@@ -1,8 +1,10 @@
 package jobsapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/tokens"
@@ -180,8 +182,19 @@ func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, jobtype.SubmittedWorkflow{ID: id, Jobs: byName})
 }
 
+// getWorkflow answers a workflow; with ?wait=DURATION (a Go duration such
+// as 30s, cut to jobs.MaxWorkflowWait) it first waits for the workflow to
+// finish, and answers it as it is when the wait ends first.
 func (a *api) getWorkflow(w http.ResponseWriter, r *http.Request) error {
-	wf, err := a.Engine.Workflow(r.Context(), r.PathValue("id"))
+	var wait time.Duration
+	if s := r.URL.Query().Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return &jobs.FieldError{Field: "wait", Msg: fmt.Sprintf("%q is not a duration such as 30s", s), Kind: jobs.ErrInvalid}
+		}
+		wait = d
+	}
+	wf, err := a.Engine.WaitWorkflow(r.Context(), r.PathValue("id"), wait)
 	if err != nil {
 		return err
 	}
