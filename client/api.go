@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/usherhq/usher/jobtype"
 )
@@ -106,6 +107,31 @@ func (c *Client) Workflow(ctx context.Context, id string) (Workflow, error) {
 	var out Workflow
 	err := c.call(ctx, http.MethodGet, "/v1/workflows/"+esc(id), nil, &out)
 	return out, err
+}
+
+// workflowWaitStep is how long one request of WaitWorkflow waits: the
+// server's cap.
+const workflowWaitStep = 60 * time.Second
+
+// WaitWorkflow returns a workflow once it has finished (State "succeeded"
+// or "failed"), long-polling the server one minute at a time; it gives up
+// with ctx's error, and then returns the workflow as last seen.
+func (c *Client) WaitWorkflow(ctx context.Context, id string) (Workflow, error) {
+	var last Workflow
+	for {
+		var out Workflow
+		path := "/v1/workflows/" + esc(id) + "?wait=" + workflowWaitStep.String()
+		if err := c.call(ctx, http.MethodGet, path, nil, &out); err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		last = out
+		if out.State != "running" {
+			return out, nil
+		}
+	}
 }
 
 // Job returns one job.
