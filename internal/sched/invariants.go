@@ -424,7 +424,7 @@ func (c *checker) workers() {
 // queues recounts each queue's jobs per state.
 func (c *checker) queues() {
 	s := c.s
-	type counts struct{ queued, waiting, delayed, running int }
+	type counts struct{ queued, waiting, delayed, running, unconfirmed int }
 	per := map[*queue]*counts{}
 	for _, q := range s.queues {
 		per[q] = &counts{}
@@ -443,9 +443,15 @@ func (c *checker) queues() {
 			n.delayed++
 		case stateRunning:
 			n.running++
+			if s.run(j).unconfirmed {
+				n.unconfirmed++
+			}
 		}
 	}
 	for name, q := range s.queues {
+		if n := per[q]; n.unconfirmed != q.unconfirmed {
+			c.fail("queue %q: %d unconfirmed starts, recount %d", name, q.unconfirmed, n.unconfirmed)
+		}
 		n := per[q]
 		if n.queued != q.queued || n.waiting != q.waiting || n.delayed != q.delayed || n.running != q.running {
 			c.fail("queue %q: counters %d/%d/%d/%d queued/waiting/delayed/running, recount %d/%d/%d/%d",

@@ -79,6 +79,8 @@ type runInfo struct {
 	tier     int8
 	wpos     int32 // index in worker.jobs
 	cpos     int32 // index in the running set of its class
+	// unconfirmed: started from a StrictStart queue, not yet confirmed.
+	unconfirmed bool
 }
 
 func (j *job) isDefault() bool     { return j.flags&flagDefault != 0 }

@@ -24,6 +24,7 @@ type queue struct {
 	draws   [2 * drawsAhead]uint64 // random: the next picks' draws (see randomHead)
 
 	queued, waiting, delayed, running int
+	unconfirmed                       int // running attempts not yet confirmed started (see startGated)
 }
 
 func (q *queue) strictOrder() bool { return q.spec.Order == OrderStrict }
@@ -293,7 +294,7 @@ func (s *Scheduler) show(b *bucket) {
 func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	switch q.spec.Order {
 	case OrderStrict:
-		if len(q.strict) == 0 {
+		if len(q.strict) == 0 || q.startGated() {
 			return nil, nil
 		}
 		j := s.jobs.At(q.strict.top())
