@@ -43,7 +43,7 @@ func TestStrictStartWaitsForTheConfirmation(t *testing.T) {
 			c.end(h, "1")
 			h.check()
 			wantIDs(t, "b's pull after", h.pull("b", 5), "2")
-			wantIDs(t, "a's pull before 2 started", h.pull("a", 5))
+			wantIDs(t, "another pull before 2 started", h.pull("b", 5))
 		})
 	}
 }
