@@ -207,6 +207,15 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	return out, err
 }
 
+// Started confirms that an agent started an attempt of a job from a
+// strict-start queue (LeasedJob.ConfirmStart), which lets the queue's next
+// job be handed out; Worker sends it just before running the handler.
+func (c *Client) Started(ctx context.Context, agent, id string, attempt int) (StartedAnswer, error) {
+	var out StartedAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/agent/started", jobtype.StartedRequest{Agent: agent, ID: id, Attempt: attempt}, &out)
+	return out, err
+}
+
 // Lease asks for work for an agent (agent role); with no work it waits up
 // to r.WaitMs and answers with no jobs.
 func (c *Client) Lease(ctx context.Context, r LeaseRequest) (LeaseAnswer, error) {

@@ -245,6 +245,9 @@ func (r *run) execute(job LeasedJob) {
 		return
 	}
 	t := r.track(job)
+	if job.ConfirmStart {
+		r.confirmStart(t)
+	}
 	done := make(chan outcome, 1)
 	go func() { done <- call(h, t.ctx, &t.job) }()
 	var o outcome

@@ -71,3 +71,23 @@ func (r *run) watchWorkflow(ctx context.Context, stop func()) error {
 		}
 	}
 }
+
+// confirmStart tells the server that the job of a strict-start queue is
+// about to run, so that the queue's next job may go out; it retries calls
+// that may succeed later until the job's context ends. Should it not get
+// through, the job runs all the same: the gate opens when it ends.
+func (r *run) confirmStart(t *task) {
+	for fails := 0; ; fails++ {
+		_, err := r.w.Client.Started(t.ctx, r.agent, t.job.ID, t.job.Attempt)
+		if err == nil || t.ctx.Err() != nil {
+			return
+		}
+		if !retryable(err) || fails >= 5 {
+			r.log.Warn("worker: could not confirm a job's start", "job", t.job.ID, "err", err)
+			return
+		}
+		if !sleep(t.ctx, backoff(fails, r.maxBackoff)) {
+			return
+		}
+	}
+}

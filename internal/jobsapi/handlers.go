@@ -31,7 +31,7 @@ func (a *api) listQueues(w http.ResponseWriter, _ *http.Request) error {
 // absent retry one attempt per job.
 func queueOf(s jobtype.QueueSpec) jobtype.Queue {
 	q := jobtype.Queue{Name: s.Name, Priority: s.Priority, Requires: s.Requires, Order: s.Order, Batch: s.Batch,
-		Active: s.Active == nil || *s.Active}
+		Active: s.Active == nil || *s.Active, StrictStart: s.StrictStart}
 	if s.Retry != nil {
 		q.Retry = *s.Retry
 	}
@@ -222,6 +222,18 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ans, err := a.Engine.Renew(b.Agent)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
+func (a *api) started(w http.ResponseWriter, r *http.Request) error {
+	var b jobtype.StartedRequest
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	ans, err := a.Engine.Started(r.Context(), b)
 	if err != nil {
 		return err
 	}
