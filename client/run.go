@@ -245,11 +245,16 @@ func (r *run) execute(job LeasedJob) {
 		return
 	}
 	t := r.track(job)
+	done := make(chan outcome, 1)
+	entered := make(chan struct{})
+	go func() {
+		close(entered)
+		done <- call(h, t.ctx, &t.job)
+	}()
 	if job.ConfirmStart {
+		<-entered // the handler is being called: its start comes before the next job's
 		r.confirmStart(t)
 	}
-	done := make(chan outcome, 1)
-	go func() { done <- call(h, t.ctx, &t.job) }()
 	var o outcome
 	select {
 	case o = <-done:

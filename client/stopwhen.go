@@ -72,8 +72,9 @@ func (r *run) watchWorkflow(ctx context.Context, stop func()) error {
 	}
 }
 
-// confirmStart tells the server that the job of a strict-start queue is
-// about to run, so that the queue's next job may go out; it retries calls
+// confirmStart tells the server that the job of a strict-start queue
+// started (its handler is being called), so that the queue's next job may
+// go out; it retries calls
 // that may succeed later until the job's context ends. Should it not get
 // through, the job runs all the same: the gate opens when it ends.
 func (r *run) confirmStart(t *task) {
