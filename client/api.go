@@ -121,6 +121,7 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (Workflow, error) 
 	for {
 		var out Workflow
 		path := "/v1/workflows/" + esc(id) + "?wait=" + workflowWaitStep.String()
+		began := time.Now()
 		if err := c.call(ctx, http.MethodGet, path, nil, &out); err != nil {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
@@ -130,6 +131,10 @@ func (c *Client) WaitWorkflow(ctx context.Context, id string) (Workflow, error) 
 		last = out
 		if out.State != "running" {
 			return out, nil
+		}
+		// A server shutting down answers at once: do not spin.
+		if early := time.Second - time.Since(began); early > 0 && !sleep(ctx, early) {
+			return last, ctx.Err()
 		}
 	}
 }
