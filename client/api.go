@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/usherhq/usher/jobtype"
 )
@@ -106,6 +107,36 @@ func (c *Client) Workflow(ctx context.Context, id string) (Workflow, error) {
 	return out, err
 }
 
+// workflowWaitStep is how long one request of WaitWorkflow waits: the
+// server's cap.
+const workflowWaitStep = 60 * time.Second
+
+// WaitWorkflow returns a workflow once it has finished (State "succeeded"
+// or "failed"), long-polling the server one minute at a time; it gives up
+// with ctx's error, and then returns the workflow as last seen.
+func (c *Client) WaitWorkflow(ctx context.Context, id string) (Workflow, error) {
+	var last Workflow
+	for {
+		var out Workflow
+		path := "/v1/workflows/" + esc(id) + "?wait=" + workflowWaitStep.String()
+		began := time.Now()
+		if err := c.call(ctx, http.MethodGet, path, nil, &out); err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		last = out
+		if out.State != "running" {
+			return out, nil
+		}
+		// A server shutting down answers at once: do not spin.
+		if early := time.Second - time.Since(began); early > 0 && !sleep(ctx, early) {
+			return last, ctx.Err()
+		}
+	}
+}
+
 // Job returns one job.
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var out Job
@@ -184,6 +215,15 @@ func (c *Client) RunNow(ctx context.Context, id string) (Job, error) {
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var out Stats
 	err := c.call(ctx, http.MethodGet, "/v1/stats", nil, &out)
+	return out, err
+}
+
+// Started confirms that an agent started an attempt of a job from a
+// strict-start queue (LeasedJob.ConfirmStart), which lets the queue's next
+// job be handed out; Worker sends it just before running the handler.
+func (c *Client) Started(ctx context.Context, agent, id string, attempt int) (StartedAnswer, error) {
+	var out StartedAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/agent/started", jobtype.StartedRequest{Agent: agent, ID: id, Attempt: attempt}, &out)
 	return out, err
 }
 

@@ -23,7 +23,10 @@ type run struct {
 	results   chan Result   // finished jobs, to the completer
 	freed     chan struct{} // a slot became free (capacity 1)
 	leaseMs   atomic.Int64
-	jobs      sync.WaitGroup // running execute goroutines
+	// lastActive is when the worker last had work (unix ns), for
+	// Worker.ExitWhenIdle.
+	lastActive atomic.Int64
+	jobs       sync.WaitGroup // running execute goroutines
 
 	mu      sync.Mutex
 	held    map[JobRef]struct{} // jobs leased and not yet reported
@@ -67,7 +70,15 @@ func (r *run) run(ctx context.Context) error {
 	stopRenew, renewed := make(chan struct{}), make(chan struct{})
 	go r.renewer(stopRenew, renewed)
 	r.log.Info("worker: serving", "slots", r.slots, "capabilities", r.w.Capabilities)
+	watched := make(chan error, 1)
+	if r.w.UntilWorkflow != "" {
+		go func() { watched <- r.watchWorkflow(fetchCtx, stopFetch) }()
+	} else {
+		watched <- nil
+	}
 	err := r.fetch(fetchCtx)
+	stopFetch()
+	err = errors.Join(err, <-watched)
 	r.log.Info("worker: stopped fetching; waiting for running jobs", "running", r.count())
 	r.jobs.Wait()
 	close(stopRenew)
@@ -88,8 +99,12 @@ func (r *run) fetch(ctx context.Context) error {
 		if free == 0 {
 			continue
 		}
+		wait, ok := r.leaseWait()
+		if !ok {
+			return nil
+		}
 		req := LeaseRequest{Agent: r.agent, Capabilities: r.w.Capabilities, Queues: r.w.queues(),
-			Slots: r.slots, Max: free, WaitMs: int64(r.wait)}
+			Slots: r.slots, Max: free, WaitMs: wait}
 		if fails > 0 || time.Since(listed) > holdingEvery {
 			req.Holding, listed = r.holding(), time.Now()
 		}
@@ -207,6 +222,7 @@ func (r *run) start(job LeasedJob) {
 	r.mu.Lock()
 	r.held[JobRef{ID: job.ID, Attempt: job.Attempt}] = struct{}{}
 	r.mu.Unlock()
+	r.active()
 	r.jobs.Add(1)
 	go r.execute(job)
 }
@@ -232,7 +248,15 @@ func (r *run) execute(job LeasedJob) {
 	}
 	t := r.track(job)
 	done := make(chan outcome, 1)
-	go func() { done <- call(h, t.ctx, &t.job) }()
+	entered := make(chan struct{})
+	go func() {
+		close(entered)
+		done <- call(h, t.ctx, &t.job)
+	}()
+	if job.ConfirmStart {
+		<-entered // the handler is being called: its start comes before the next job's
+		r.confirmStart(t)
+	}
 	var o outcome
 	select {
 	case o = <-done:
@@ -249,6 +273,7 @@ func (r *run) execute(job LeasedJob) {
 	}
 	res := result(t, o, r.grace)
 	r.untrack(t)
+	r.active()
 	r.results <- res
 }
 

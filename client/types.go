@@ -75,6 +75,8 @@ type (
 	LeaseAnswer = jobtype.LeaseAnswer
 	// LeasedJob is a job handed to an agent.
 	LeasedJob = jobtype.LeasedJob
+	// StartedAnswer answers a confirmation that a job started.
+	StartedAnswer = jobtype.StartedAnswer
 	// JobRef names one attempt of a job.
 	JobRef = jobtype.JobRef
 	// JobTimeout is a new, shorter time limit of a running elastic job.

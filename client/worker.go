@@ -78,6 +78,13 @@ type Worker struct {
 	MaxBackoff time.Duration
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
+	// ExitWhenIdle, when positive, stops Run (gracefully, returning nil)
+	// once no job has run or been handed out for that long.
+	ExitWhenIdle time.Duration
+	// UntilWorkflow, when set, stops Run (gracefully, returning nil) once
+	// that workflow has finished, succeeded or failed; Run returns an error
+	// when the server does not know it.
+	UntilWorkflow string
 
 	mu      sync.Mutex
 	aborted bool
@@ -153,6 +160,7 @@ func (w *Worker) newRun() (*run, error) {
 	r.results = make(chan Result, r.slots)
 	r.freed = make(chan struct{}, 1)
 	r.leaseMs.Store(30000)
+	r.active()
 	return r, nil
 }
 

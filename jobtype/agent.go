@@ -35,6 +35,24 @@ type LeasedJob struct {
 	Attempt   int             `json:"attempt"`
 	Payload   json.RawMessage `json:"payload,omitempty"`
 	TimeoutMs int64           `json:"timeoutMs"`
+	// ConfirmStart: the job comes from a strict-start queue, whose next job
+	// waits until the agent confirms this one started (POST
+	// /v1/agent/started, just before running it).
+	ConfirmStart bool `json:"confirmStart,omitempty"`
+}
+
+// StartedRequest is the body of POST /v1/agent/started: the agent
+// confirms that it started an attempt.
+type StartedRequest struct {
+	Agent   string `json:"agent"`
+	ID      string `json:"id"`
+	Attempt int    `json:"attempt"`
+}
+
+// StartedAnswer answers POST /v1/agent/started: Ignored when the attempt
+// is not one the agent holds (it ended, or its lease lapsed).
+type StartedAnswer struct {
+	Ignored bool `json:"ignored"`
 }
 
 // JobRef names one attempt of a job.

@@ -41,6 +41,10 @@ type Queue struct {
 	Batch  int         `json:"batch"`
 	Active bool        `json:"active"`
 	Retry  RetryPolicy `json:"retry"`
+	// StrictStart (strict queues only): the next job is handed out once
+	// the agent holding the previous one confirmed it started (POST
+	// /v1/agent/started), or that attempt ended.
+	StrictStart bool `json:"strictStart"`
 }
 
 // QueueSpec is a queue to create (the body of POST /v1/queues). Zero
@@ -55,6 +59,8 @@ type QueueSpec struct {
 	Batch    int          `json:"batch,omitempty"`
 	Active   *bool        `json:"active,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
+	// StrictStart: see Queue.StrictStart; needs order strict.
+	StrictStart bool `json:"strictStart,omitempty"`
 }
 
 // QueueUpdate names the fields of a queue to change (the body of PATCH
@@ -66,6 +72,8 @@ type QueueUpdate struct {
 	Batch    *int         `json:"batch,omitempty"`
 	Active   *bool        `json:"active,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
+	// StrictStart: see Queue.StrictStart.
+	StrictStart *bool `json:"strictStart,omitempty"`
 }
 
 // QueueList is the answer of GET /v1/queues: every queue, sorted by name.

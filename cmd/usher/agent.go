@@ -28,6 +28,8 @@ type agentOptions struct {
 	payload             string
 	wait, killGrace     time.Duration
 	renew               time.Duration
+	exitWhenIdle        time.Duration
+	untilWorkflow       string
 	outputLimit         byteSize
 	logLevel            slog.Level
 }
@@ -61,6 +63,10 @@ agent long-polls (--wait) and backs off on errors.
 The server hands out jobs of every queue whose required capabilities the
 agent offers (--capability), or, with --queue, of the named queues only.
 
+--exit-when-idle D ends the agent (exit 0) once no job has run for D;
+--until-workflow ID ends it (exit 0) once that workflow has finished,
+succeeded or failed. Either way running jobs finish and are reported first.
+
 SIGTERM or SIGINT: stop fetching, let the running jobs finish and report
 them, leave. A second signal aborts: the processes are killed and their jobs
 reported failed.`,
@@ -68,7 +74,8 @@ reported failed.`,
       --capability net --concurrency 8 -- nmap -sT -p 22,443
   usher agent --queue etl --payload stdin -- python3 etl.py
   usher agent -- sh -c 'echo "job $USHER_JOB_ID got $1"' job
-  usher agent -- sh -c 'echo "progress 0.5 half way" >&3; echo "result {\"n\":1}" >&3'`,
+  usher agent -- sh -c 'echo "progress 0.5 half way" >&3; echo "result {\"n\":1}" >&3'
+  usher agent --queue etl --until-workflow 3 -- ./etl.sh`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	f := cmd.Flags()
@@ -84,6 +91,8 @@ reported failed.`,
 	f.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL of a job's processes")
 	f.DurationVar(&o.renew, "renew", 0, "lease renewal interval (default: a third of the server's lease)")
 	f.Var(&o.outputLimit, "output-limit", "bytes of output reported per job (the tail)")
+	f.DurationVar(&o.exitWhenIdle, "exit-when-idle", 0, "exit 0 once no job has run for this long (0: never)")
+	f.StringVar(&o.untilWorkflow, "until-workflow", "", "exit 0 once this workflow has finished")
 	f.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	envFallback(cmd, "USHER_AGENT_")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return o.run(cmd, args) }
@@ -104,6 +113,9 @@ func (o *agentOptions) resolve(cmd *cobra.Command) error {
 	if o.concurrency < 1 {
 		return fmt.Errorf("--concurrency %d: at least 1", o.concurrency)
 	}
+	if o.exitWhenIdle < 0 {
+		return fmt.Errorf("--exit-when-idle %s is negative", o.exitWhenIdle)
+	}
 	return nil
 }
 
@@ -118,6 +130,7 @@ func (o *agentOptions) run(cmd *cobra.Command, argv []string) error {
 		Client: client.New(o.server, o.token), Agent: o.name, Capabilities: o.caps,
 		Concurrency: o.concurrency, WaitMs: int(o.wait.Milliseconds()), RenewInterval: o.renew,
 		Grace: o.killGrace + 5*time.Second, Logger: log,
+		ExitWhenIdle: o.exitWhenIdle, UntilWorkflow: o.untilWorkflow,
 	}
 	if len(o.queues) == 0 {
 		w.Default = r.run

@@ -92,6 +92,16 @@ edges:
 		{args: []string{"queue", "update", "etl", "--backoff-policy", "linear", "--max-backoff", "10s"}, out: []string{"etl", "5 attempts, backoff 1s linear up to 10s"}},
 		{args: []string{"queue", "update", "etl", "--backoff-policy", "fibonacci"}, err: "retry.backoff.policy"},
 		{args: []string{"queue", "show", "nope"}, err: "404"},
+		{args: []string{"queue", "create", "deploy", "--order", "strict", "--strict-start"}, out: []string{"deploy", "strict-start"}},
+		{args: []string{"queue", "show", "deploy", "--json"}, json: func(t *testing.T, v map[string]any) {
+			if v["strictStart"] != true {
+				t.Errorf("queue %v", v)
+			}
+		}},
+		{args: []string{"queue", "update", "deploy", "--order", "fifo"}, err: "strictStart"},
+		{args: []string{"queue", "update", "deploy", "--strict-start=false"}, out: []string{"deploy", "strict ", "true"}},
+		{args: []string{"queue", "create", "loose", "--strict-start"}, err: "strict queues only"},
+		{args: []string{"queue", "rm", "deploy"}},
 		{args: []string{"limit", "set", "net:*", "5"}, out: []string{"PATTERN", "LIMIT", "net:*", "5"}},
 		{args: []string{"limit", "set", "net:*", "many"}, err: "not a count"},
 		{args: []string{"limit", "ls", "--json"}, json: func(t *testing.T, v map[string]any) {

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,6 +17,11 @@ func main() {
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "usher:", err)
-		os.Exit(1)
+		code := 1
+		var es interface{ ExitStatus() int }
+		if errors.As(err, &es) {
+			code = es.ExitStatus()
+		}
+		os.Exit(code)
 	}
 }

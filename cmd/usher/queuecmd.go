@@ -29,7 +29,7 @@ type queueFlags struct {
 	priority, batch, maxAttempts int
 	requires                     []string
 	order, backoffPolicy         string
-	active                       bool
+	active, strictStart          bool
 	backoff, maxBackoff          time.Duration
 }
 
@@ -38,6 +38,7 @@ func (q *queueFlags) register(f *pflag.FlagSet, forUpdate bool) {
 	f.StringSliceVar(&q.requires, "requires", nil, "capability an agent must offer (repeatable, or comma-separated)")
 	f.StringVar(&q.order, "order", "fifo", "fifo (first admissible job), strict (only the head may start) or random")
 	f.IntVar(&q.batch, "batch", 0, "most jobs one lease takes from this queue (0: no cap)")
+	f.BoolVar(&q.strictStart, "strict-start", false, "strict queues: hand out the next job only once the agent holding the previous one confirmed it started")
 	if forUpdate {
 		f.BoolVar(&q.active, "active", true, "false pauses the queue (it takes jobs, starts none); true resumes it")
 	} else {
@@ -83,7 +84,8 @@ func queueCreateCommand(o *clientOpts) *cobra.Command {
 		Long:  "create makes a queue (admin). NAME is 1-128 characters of A-Z a-z 0-9 . _ -.",
 		Example: `  usher queue create scan --priority 10 --requires net --order random --batch 2
   usher queue create etl --max-attempts 3 --backoff 1s --max-backoff 1m
-  usher queue create later --active=false`,
+  usher queue create later --active=false
+  usher queue create deploy --order strict --strict-start`,
 		Args: cobra.ExactArgs(1),
 	}
 	q.register(cmd.Flags(), false)
@@ -96,6 +98,7 @@ func queueCreateCommand(o *clientOpts) *cobra.Command {
 		if cmd.Flags().Changed("active") {
 			spec.Active = &q.active
 		}
+		spec.StrictStart = q.strictStart
 		got, err := c.CreateQueue(cmd.Context(), spec)
 		if err != nil {
 			return fmt.Errorf("creating queue %s: %w", args[0], err)
@@ -115,7 +118,8 @@ A retry flag changes that field of the queue's retry policy only.`,
 		Example: `  usher queue update scan --priority 20
   usher queue update scan --active=false     # pause
   usher queue update scan --active           # resume
-  usher queue update scan --requires net,ipv6 --max-attempts 5`,
+  usher queue update scan --requires net,ipv6 --max-attempts 5
+  usher queue update deploy --strict-start=false`,
 		Args: cobra.ExactArgs(1),
 	}
 	q.register(cmd.Flags(), true)
@@ -152,6 +156,9 @@ func (q *queueFlags) update(cmd *cobra.Command, c *client.Client, name string) (
 	}
 	if f.Changed("active") {
 		u.Active = &q.active
+	}
+	if f.Changed("strict-start") {
+		u.StrictStart = &q.strictStart
 	}
 	if q.retry(f) == nil {
 		return u, nil
@@ -269,7 +276,11 @@ func printQueues(cmd *cobra.Command, o *clientOpts, qs ...client.Queue) error {
 	}
 	t := newTable(cmd.OutOrStdout(), "NAME", "PRIORITY", "ORDER", "BATCH", "ACTIVE", "REQUIRES", "RETRY")
 	for _, q := range qs {
-		t.row(q.Name, q.Priority, q.Order, q.Batch, q.Active, list(q.Requires), retryText(q.Retry))
+		order := q.Order
+		if q.StrictStart {
+			order += "-start" // strict-start
+		}
+		t.row(q.Name, q.Priority, order, q.Batch, q.Active, list(q.Requires), retryText(q.Retry))
 	}
 	return t.flush()
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -20,7 +22,7 @@ func newWorkflowCommand() *cobra.Command {
 		`workflow submits a set of named jobs with dependencies in one
 atomic call, and shows a workflow's state and jobs. A job runs when every
 job it depends on succeeded; a cycle is refused.`,
-		workflowSubmitCommand(o), workflowShowCommand(o))
+		workflowSubmitCommand(o), workflowShowCommand(o), workflowWaitCommand(o))
 }
 
 func workflowSubmitCommand(o *clientOpts) *cobra.Command {
@@ -134,3 +136,79 @@ func workflowShowCommand(o *clientOpts) *cobra.Command {
 		}),
 	}
 }
+
+// Exit statuses of usher workflow wait besides 0 (succeeded).
+const (
+	exitWorkflowFailed  = 1
+	exitWorkflowRunning = 2
+)
+
+func workflowWaitCommand(o *clientOpts) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait ID",
+		Short: "Wait until a workflow has finished; exit 0 if it succeeded",
+		Long: `wait blocks until the workflow has finished, then shows it as show does.
+It exits 0 when the workflow succeeded, 1 when it failed, and 2 when
+--timeout ran out first (the workflow still runs). Without --timeout it
+waits as long as it takes. Other errors (an unknown workflow, no server)
+exit 1 too, with a message.`,
+		Example: `  usher workflow wait 3 && echo done
+  usher workflow wait 3 --timeout 10m`,
+		Args: cobra.ExactArgs(1),
+		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
+			return waitWorkflow(cmd, o, c, args[0], timeout)
+		}),
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long and exit 2 (0: wait as long as it takes)")
+	return cmd
+}
+
+func waitWorkflow(cmd *cobra.Command, o *clientOpts, c *client.Client, id string, timeout time.Duration) error {
+	if timeout < 0 {
+		return fmt.Errorf("--timeout %s is negative", timeout)
+	}
+	ctx := cmd.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	wf, err := c.WaitWorkflow(ctx, id)
+	timedOut := err != nil && errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil
+	if err != nil && !timedOut {
+		return fmt.Errorf("waiting for workflow %s: %w", id, err)
+	}
+	if timedOut && wf.ID == "" { // the first request had not come back
+		if wf, err = c.Workflow(cmd.Context(), id); err != nil {
+			return fmt.Errorf("reading workflow %s: %w", id, err)
+		}
+	}
+	if o.json {
+		err = printJSON(cmd.OutOrStdout(), wf)
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "workflow %s %s: %s\n", wf.ID, orDash(wf.Name), wf.State)
+		err = printJobs(cmd, wf.Jobs)
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case timedOut:
+		return &exitStatus{code: exitWorkflowRunning, msg: fmt.Sprintf("workflow %s still runs after %s", id, timeout)}
+	case wf.State != "succeeded":
+		return &exitStatus{code: exitWorkflowFailed, msg: fmt.Sprintf("workflow %s %s", id, wf.State)}
+	}
+	return nil
+}
+
+// exitStatus is an error that ends usher with its own exit status.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e *exitStatus) Error() string { return e.msg }
+
+// ExitStatus is the status usher exits with.
+func (e *exitStatus) ExitStatus() int { return e.code }

@@ -199,7 +199,8 @@ func (e *Engine) pullLocked(agentID string, max int) []jobtype.LeasedJob {
 		if j.timeoutMs > 0 && j.timeoutMs < timeout {
 			timeout = j.timeoutMs
 		}
-		out[i] = jobtype.LeasedJob{ID: a.JobID, Queue: a.Queue, Attempt: a.Attempt, Payload: j.payload, TimeoutMs: timeout}
+		out[i] = jobtype.LeasedJob{ID: a.JobID, Queue: a.Queue, Attempt: a.Attempt, Payload: j.payload, TimeoutMs: timeout,
+			ConfirmStart: e.queues[a.Queue].StrictStart}
 		e.emit(Op{Kind: OpStart, ID: j.n, Attempt: a.Attempt, Agent: agentID, At: now})
 	}
 	return out
@@ -380,6 +381,7 @@ func (e *Engine) Drain() {
 		w.ch <- leased{p: e.last}
 	}
 	e.waiters = nil
+	e.wakeWorkflowWaitersLocked()
 }
 
 // Waiting returns how many lease requests wait for work.
@@ -387,4 +389,25 @@ func (e *Engine) Waiting() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.waiters)
+}
+
+// Started records that an agent started an attempt of a job from a
+// strict-start queue, so that the queue's next job may be handed out. A
+// confirmation for an attempt the agent does not hold is ignored.
+func (e *Engine) Started(ctx context.Context, req jobtype.StartedRequest) (jobtype.StartedAnswer, error) {
+	if err := checkAgentName(req.Agent); err != nil {
+		return jobtype.StartedAnswer{}, err
+	}
+	if req.ID == "" || req.Attempt < 1 {
+		return jobtype.StartedAnswer{}, invalid("", "needs an id and an attempt of at least 1")
+	}
+	e.mu.Lock()
+	_ = e.core.Renew(req.Agent) // a sign of life
+	a := e.agents[req.Agent]
+	if a == nil || a.held[req.ID] != req.Attempt || !e.core.Confirm(req.ID, req.Attempt) {
+		e.mu.Unlock()
+		return jobtype.StartedAnswer{Ignored: true}, nil
+	}
+	e.afterChangeLocked() // the queue's next job may go to a waiting agent
+	return jobtype.StartedAnswer{}, e.commit(ctx)
 }

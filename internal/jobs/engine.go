@@ -118,6 +118,7 @@ type Engine struct {
 	crons    map[string]*cronEntry // periodic jobs by name (cron.go)
 	cronNext time.Time             // their earliest next tick; zero: none
 	dd       dedup                 // idempotency keys and unique jobs (dedup.go)
+	wf       wfWatch               // who waits for which workflow to finish (wfwait.go)
 }
 
 // liveJob is what the engine keeps of an unfinished job beside the core.
@@ -355,6 +356,7 @@ func (e *Engine) finished(id string, s jobtype.State, at time.Time, r *jobtype.R
 		return
 	}
 	delete(e.live, id)
+	e.liveGone(j)
 	e.dropHeld(j)
 	e.dropUnique(j)
 	e.emit(Op{Kind: OpFinish, ID: j.n, State: s, At: at, Result: r})

@@ -57,6 +57,9 @@ func applyPatch(q *jobtype.Queue, p jobtype.QueueUpdate) {
 	if p.Retry != nil {
 		q.Retry = *p.Retry
 	}
+	if p.StrictStart != nil {
+		q.StrictStart = *p.StrictStart
+	}
 }
 
 // putQueueLocked validates q, defines it in the core and stores it; it
@@ -102,6 +105,9 @@ func coreQueue(q jobtype.Queue) (sched.QueueSpec, error) {
 	if q.Batch < 0 {
 		return sched.QueueSpec{}, invalid("batch", "%d is negative", q.Batch)
 	}
+	if q.StrictStart && order != sched.OrderStrict {
+		return sched.QueueSpec{}, invalid("strictStart", "applies to strict queues only; this queue's order is %s", q.Order)
+	}
 	for i, c := range q.Requires {
 		if c == "" {
 			return sched.QueueSpec{}, invalid(fmt.Sprintf("requires[%d]", i), "empty capability")
@@ -112,7 +118,7 @@ func coreQueue(q jobtype.Queue) (sched.QueueSpec, error) {
 		return sched.QueueSpec{}, prefixed("retry", err)
 	}
 	return sched.QueueSpec{Name: q.Name, Priority: q.Priority, Requires: q.Requires, Order: order,
-		Batch: q.Batch, Paused: !q.Active, Retry: retry}, nil
+		Batch: q.Batch, Paused: !q.Active, Retry: retry, StrictStart: q.StrictStart}, nil
 }
 
 func parseOrder(s string) (sched.Order, error) {

@@ -70,8 +70,8 @@ func (e *Engine) restoreJobs(recs []Record) error {
 			edges = append(edges, sched.Edge{From: after[k], To: cs.ID})
 		}
 		specs = append(specs, cs)
-		e.live[cs.ID] = &liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
-			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, runAt: runAt}
+		e.putLive(&liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
+			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, runAt: runAt})
 		if r.Attempt > 0 || runAt.IsZero() {
 			e.live[cs.ID].retryAt = r.ReadyAt
 		}

@@ -122,7 +122,7 @@ func (e *Engine) trackLive(r *Record, after []string) {
 	if r.Spec.RunAt != nil {
 		l.runAt = *r.Spec.RunAt
 	}
-	e.live[id] = l
+	e.putLive(l)
 }
 
 // prepareLocked checks a job and resolves its tier and dependencies; it
@@ -558,7 +558,7 @@ func (e *Engine) resubmitLocked(old jobtype.Job, n int64, wfName string) error {
 		wf = mustID(old.Workflow)
 	}
 	id := jobID(n)
-	e.live[id] = &liveJob{n: n, id: id, queue: sp.Queue, payload: sp.Payload, timeoutMs: sp.TimeoutMs, after: cs.After, workflow: wf}
+	e.putLive(&liveJob{n: n, id: id, queue: sp.Queue, payload: sp.Payload, timeoutMs: sp.TimeoutMs, after: cs.After, workflow: wf})
 	e.addUniqueLocked(e.live[id], specUniqueKey(&sp, old.CreatedAt))
 	rec := &Record{ID: n, Spec: sp, Workflow: wf, CreatedAt: old.CreatedAt}
 	rec.Spec.After = nil

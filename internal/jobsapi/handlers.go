@@ -1,8 +1,10 @@
 package jobsapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/tokens"
@@ -29,7 +31,7 @@ func (a *api) listQueues(w http.ResponseWriter, _ *http.Request) error {
 // absent retry one attempt per job.
 func queueOf(s jobtype.QueueSpec) jobtype.Queue {
 	q := jobtype.Queue{Name: s.Name, Priority: s.Priority, Requires: s.Requires, Order: s.Order, Batch: s.Batch,
-		Active: s.Active == nil || *s.Active}
+		Active: s.Active == nil || *s.Active, StrictStart: s.StrictStart}
 	if s.Retry != nil {
 		q.Retry = *s.Retry
 	}
@@ -203,8 +205,19 @@ func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, jobtype.SubmittedWorkflow{ID: id, Jobs: byName})
 }
 
+// getWorkflow answers a workflow; with ?wait=DURATION (a Go duration such
+// as 30s, cut to jobs.MaxWorkflowWait) it first waits for the workflow to
+// finish, and answers it as it is when the wait ends first.
 func (a *api) getWorkflow(w http.ResponseWriter, r *http.Request) error {
-	wf, err := a.Engine.Workflow(r.Context(), r.PathValue("id"))
+	var wait time.Duration
+	if s := r.URL.Query().Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return &jobs.FieldError{Field: "wait", Msg: fmt.Sprintf("%q is not a duration such as 30s", s), Kind: jobs.ErrInvalid}
+		}
+		wait = d
+	}
+	wf, err := a.Engine.WaitWorkflow(r.Context(), r.PathValue("id"), wait)
 	if err != nil {
 		return err
 	}
@@ -232,6 +245,18 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ans, err := a.Engine.Renew(b.Agent)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
+func (a *api) started(w http.ResponseWriter, r *http.Request) error {
+	var b jobtype.StartedRequest
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	ans, err := a.Engine.Started(r.Context(), b)
 	if err != nil {
 		return err
 	}

@@ -92,6 +92,7 @@ func Handler(cfg Config) http.Handler {
 		{"POST /v1/agent/lease", permWork, a.lease},
 		{"POST /v1/agent/renew", permWork, a.renew},
 		{"POST /v1/agent/complete", permWork, a.complete},
+		{"POST /v1/agent/started", permWork, a.started},
 		{"POST /v1/agent/leave", permWork, a.leave},
 		{"POST /v1/agent/progress", permWork, a.progress},
 		{"GET /v1/stats", permRead, a.stats},

@@ -9,7 +9,7 @@ import (
 )
 
 // Queued jobs with the same queue, gates (keys, group, mode), tier and — in
-// FIFO queues — priority share a bucket (see gates.go). A bucket holds its
+// FIFO and random queues — priority share a bucket (see gates.go). A bucket holds its
 // queued jobs in the form its queue's order needs:
 //
 //   - FIFO: a list in sort-key order threaded through the job records
@@ -20,7 +20,8 @@ import (
 //     bucket's identity, ready sequence numbers only grow, and re-filing a
 //     queue enqueues its jobs sorted.
 //   - random: a set of slots, for the random pick of a job within the
-//     bucket (the second draw of a random pick).
+//     bucket (the second draw of a random pick); the bucket's level (see
+//     randlevels.go) holds it while the bucket is visible.
 //     (docs/design.md, "Per-key limits, priorities and random picks")
 //   - strict: nothing; the queue keeps one heap of all its jobs.
 //
@@ -32,7 +33,7 @@ import (
 type bucket struct {
 	refs    int32  // live jobs (any state) in the bucket
 	queued  int32  // of them, ready in the queue
-	pos     int32  // leaf in queue.tree[tier] or index in queue.sets[tier]; -1 when not there
+	pos     int32  // leaf in queue.tree[tier] or index in lvl.set; -1 when not there
 	closed  int32  // closed gates
 	head    uint32 // FIFO list: first and last job's slots, or noSlot
 	tail    uint32
@@ -40,15 +41,15 @@ type bucket struct {
 	queue   *queue
 	sig     string
 	gate0   uint32 // number+1 of the counters of the first gate; 0: none
-	prio    int16  // FIFO queues: the jobs' priority; else 0
+	prio    int16  // FIFO and random queues: the jobs' priority; else 0
 	tier    int8
 	flags   uint8
 	// Second cache line.
-	gates []gateRef // every gate the bucket holds
-	set   slotSet   // random queues, while not visible (see bucketSet)
-	num   uint32    // the bucket's number in its table
-	qpos  int32     // index in queue.buckets
-	_     [8]byte   // to 128 bytes, so that no record straddles a cache line
+	gates []gateRef  // every gate the bucket holds
+	set   slotSet    // random queues, while not visible (see bucketSet)
+	num   uint32     // the bucket's number in its table
+	qpos  int32      // index in queue.buckets
+	lvl   *randLevel // random queues: the level of the bucket's tier and priority
 }
 
 // Bucket flags.
@@ -157,12 +158,13 @@ func signature(keys []string, group string, mode Mode) string {
 }
 
 // bucketPrio is the priority part of a bucket's identity: FIFO queues
-// keep one list per priority, other orders do not split by it.
+// keep one list per priority and random queues one level per priority;
+// strict queues do not split by it.
 func bucketPrio(q *queue, prio int16) int16 {
-	if q.spec.Order == OrderFIFO {
-		return prio
+	if q.spec.Order == OrderStrict {
+		return 0
 	}
-	return 0
+	return prio
 }
 
 // bucketFor returns the bucket of a job of queue q with these gates, tier
@@ -209,6 +211,9 @@ func (s *Scheduler) newBucket(q *queue, sig string, tier int8, prio int16) *buck
 	b := s.bkts.add(q, sig, tier, prio)
 	b.qpos = int32(len(q.buckets))
 	q.buckets = append(q.buckets, b)
+	if q.spec.Order == OrderRandom {
+		b.lvl = q.levelFor(tier, prio)
+	}
 	s.nbuckets++
 	s.idleBuckets++ // until refBucket counts its first job
 	return b
@@ -301,6 +306,9 @@ func (s *Scheduler) dropBucket(b *bucket) {
 	}
 	q.buckets[last] = nil
 	q.buckets = q.buckets[:last]
+	if b.lvl != nil {
+		q.releaseLevel(b)
+	}
 	for _, r := range b.gates {
 		s.detachGate(b, r)
 	}

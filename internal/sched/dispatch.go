@@ -184,6 +184,10 @@ func (s *Scheduler) start(j *job, b *bucket, w *worker, a *Assignment) {
 	}
 	q := b.queue
 	q.running++
+	if q.spec.StrictStart && q.strictOrder() {
+		s.runs[j.pos].unconfirmed = true
+		q.unconfirmed++
+	}
 	s.stats.Started++
 	*a = Assignment{JobID: j.id, Queue: q.spec.Name, WorkerID: w.id, Attempt: int(j.attempt),
 		Tier: tier, Duration: s.tiers[tier].Duration, Default: j.isDefault(), Interactive: j.isInteractive()}
@@ -217,6 +221,9 @@ func (s *Scheduler) release(j *job) {
 	w.jobs = w.jobs[:last]
 	w.pool.addFree(w)
 	j.queue().running--
+	if r.unconfirmed {
+		j.queue().unconfirmed--
+	}
 	*r = runInfo{}
 	s.runFree = append(s.runFree, j.pos)
 	j.pos = -1

@@ -352,7 +352,7 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 			e := q.tree[b.tier].Leaf(b.pos)
 			stale = e.Num != b.num || e.Key != b.headKey || e.First != b.head
 		} else {
-			stale = q.sets[b.tier][b.pos].b != b.num
+			stale = b.lvl.set[b.pos].b != b.num
 		}
 		if stale {
 			c.fail("bucket %q tier %d: ready index entry is stale", b.sig, b.tier)
@@ -425,7 +425,7 @@ func (c *checker) workers() {
 // queues recounts each queue's jobs per state.
 func (c *checker) queues() {
 	s := c.s
-	type counts struct{ queued, waiting, delayed, running int }
+	type counts struct{ queued, waiting, delayed, running, unconfirmed int }
 	per := map[*queue]*counts{}
 	for _, q := range s.queues {
 		per[q] = &counts{}
@@ -444,9 +444,15 @@ func (c *checker) queues() {
 			n.delayed++
 		case stateRunning:
 			n.running++
+			if s.run(j).unconfirmed {
+				n.unconfirmed++
+			}
 		}
 	}
 	for name, q := range s.queues {
+		if n := per[q]; n.unconfirmed != q.unconfirmed {
+			c.fail("queue %q: %d unconfirmed starts, recount %d", name, q.unconfirmed, n.unconfirmed)
+		}
 		n := per[q]
 		if n.queued != q.queued || n.waiting != q.waiting || n.delayed != q.delayed || n.running != q.running {
 			c.fail("queue %q: counters %d/%d/%d/%d queued/waiting/delayed/running, recount %d/%d/%d/%d",
@@ -463,16 +469,10 @@ func (c *checker) queues() {
 // entry's bucket points back at it and is visible (bucket checks the
 // converse), and each tree node holds the least of its children.
 func (c *checker) readyIndex(name string, q *queue) {
-	if len(q.tree) > 0 != (q.spec.Order == OrderFIFO) || len(q.sets) > 0 != (q.spec.Order == OrderRandom) {
+	if len(q.tree) > 0 != (q.spec.Order == OrderFIFO) || len(q.rand) > 0 != (q.spec.Order == OrderRandom) {
 		c.fail("queue %q: ready index of another order", name)
 	}
-	for t, set := range q.sets {
-		for i, e := range set {
-			if b := c.s.bkts.At(e.b); b.queue != q || int(b.tier) != t || int(b.pos) != i || !b.visible() {
-				c.fail("queue %q tier %d: ready entry %d is misfiled", name, t, i)
-			}
-		}
-	}
+	c.randLevels(name, q)
 	for tier := range q.tree {
 		t := &q.tree[tier]
 		if err := t.Check(); err != nil {
@@ -524,8 +524,8 @@ func (s *Scheduler) Idle() error {
 				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
 			}
 		}
-		for t := range q.sets {
-			if len(q.sets[t]) != 0 {
+		for t := range q.rand {
+			if len(q.rand[t].heap) != 0 {
 				errs = append(errs, fmt.Errorf("queue %q tier %d: ready index not empty", name, t))
 			}
 		}
@@ -553,6 +553,48 @@ func (c *checker) deadlines() {
 		}
 		if i > 0 && s.deadlines[(i-1)/2].at > e.at {
 			c.fail("deadline heap out of order at %d", i)
+		}
+	}
+}
+
+// randLevels checks a random queue's levels: each entry's bucket points
+// back at it, is visible and has the level's tier and priority; each level
+// counts the buckets naming it and is in its tier's heap exactly while it
+// has visible buckets; each heap node's priority is at least its
+// children's.
+func (c *checker) randLevels(name string, q *queue) {
+	refs := make(map[*randLevel]int32)
+	for _, b := range q.buckets {
+		if (b.lvl != nil) != (q.spec.Order == OrderRandom) {
+			c.fail("queue %q: bucket %q level %v for order %v", name, b.sig, b.lvl != nil, q.spec.Order)
+			continue
+		}
+		if b.lvl != nil {
+			refs[b.lvl]++
+			if q.rand[b.tier].levels[b.prio] != b.lvl {
+				c.fail("queue %q: bucket %q names a level not its tier's and priority's", name, b.sig)
+			}
+		}
+	}
+	for t := range q.rand {
+		rt := &q.rand[t]
+		for prio, l := range rt.levels {
+			if l.prio != prio || l.refs != refs[l] || l.refs == 0 {
+				c.fail("queue %q tier %d: level %d counts %d buckets, %d name it", name, t, prio, l.refs, refs[l])
+			}
+			if in := l.hpos >= 0 && int(l.hpos) < len(rt.heap) && rt.heap[l.hpos] == l; in != (len(l.set) > 0) {
+				c.fail("queue %q tier %d: level %d in heap %v with %d visible buckets", name, t, prio, in, len(l.set))
+			}
+			for i, e := range l.set {
+				if b := c.s.bkts.At(e.b); b.queue != q || int(b.tier) != t || b.lvl != l || int(b.pos) != i || !b.visible() {
+					c.fail("queue %q tier %d priority %d: ready entry %d is misfiled", name, t, prio, i)
+				}
+			}
+		}
+		for i, l := range rt.heap {
+			if rt.levels[l.prio] != l || (i > 0 && rt.heap[(i-1)/2].prio < l.prio) {
+				c.fail("queue %q tier %d: level heap out of order at %d", name, t, i)
+			}
 		}
 	}
 }

@@ -84,6 +84,8 @@ type runInfo struct {
 	wpos     int32 // index in worker.jobs
 	cpos     int32 // index in the running set of its class
 	limitAt  int64 // when the attempt fails by its time limit (ns); 0: never
+	// unconfirmed: started from a StrictStart queue, not yet confirmed.
+	unconfirmed bool
 }
 
 func (j *job) isDefault() bool     { return j.flags&flagDefault != 0 }

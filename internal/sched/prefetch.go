@@ -43,20 +43,20 @@ func (s *Scheduler) prefetchFIFOHead(q *queue) {
 // prefetchRandomPicks fetches one link of each of the next three picks of
 // a random queue, the farthest first; d[0], d[1] are the next pick's draws.
 func (s *Scheduler) prefetchRandomPicks(q *queue) {
-	total := q.visibleBuckets(len(q.sets))
-	if total == 0 {
+	prio, total, ok := q.topLevels(len(q.rand))
+	if !ok {
 		return
 	}
 	d := &q.draws
 	if r, ok := boundedBy(d[4], total); ok {
-		prefetch.Record(q.randomEntry(len(q.sets), r))
+		prefetch.Record(q.randomEntry(len(q.rand), prio, r))
 	}
-	if e, i := q.drawnSlot(total, d[2], d[3]); e != nil {
+	if e, i := q.drawnSlot(prio, total, d[2], d[3]); e != nil {
 		prefetch.Record(&e.jobs[i])
 		prefetch.Record(&e.jobs[len(e.jobs)-1])
 		prefetch.Record(s.bkts.At(e.b))
 	}
-	if e, i := q.drawnSlot(total, d[0], d[1]); e != nil {
+	if e, i := q.drawnSlot(prio, total, d[0], d[1]); e != nil {
 		prefetch.Record(s.jobs.At(e.jobs[i]))
 		prefetch.Record(s.jobs.At(e.jobs[len(e.jobs)-1]))
 		if b := s.bkts.At(e.b); b.gate0 != 0 {
@@ -66,14 +66,14 @@ func (s *Scheduler) prefetchRandomPicks(q *queue) {
 }
 
 // drawnSlot returns the set entry and the index in its set that the draws
-// d0 and d1 pick among total visible buckets, or nil for draws that
-// boundedBy rejects.
-func (q *queue) drawnSlot(total int, d0, d1 uint64) (*setEntry, int) {
+// d0 and d1 pick among total visible buckets of priority prio, or nil for
+// draws that boundedBy rejects.
+func (q *queue) drawnSlot(prio int16, total int, d0, d1 uint64) (*setEntry, int) {
 	r, ok := boundedBy(d0, total)
 	if !ok {
 		return nil, 0
 	}
-	e := q.randomEntry(len(q.sets), r)
+	e := q.randomEntry(len(q.rand), prio, r)
 	i, ok := boundedBy(d1, len(e.jobs))
 	if !ok {
 		return nil, 0

@@ -11,18 +11,20 @@ import (
 
 // queue holds a queue's ready jobs. FIFO and random queues keep, per tier, the
 // buckets whose gates are open: in a tournament tree by each bucket's first
-// job (FIFO), or as a set (random); a strict queue keeps one heap of all its
-// ready jobs, since only its head may start.
+// job (FIFO), or as a set per job priority (random, see randlevels.go); a
+// strict queue keeps one heap of all its ready jobs, since only its head may
+// start.
 type queue struct {
 	spec    QueueSpec
 	num     uint32         // tells queues apart in bucket identities
 	tree    []wintree.Tree // FIFO: per tier
-	sets    []bucketSet    // random: per tier
+	rand    []randTier     // random: per tier
 	strict  jobHeap
 	buckets []*bucket              // every bucket of the queue, idle ones included
 	draws   [2 * drawsAhead]uint64 // random: the next picks' draws (see randomHead)
 
 	queued, waiting, delayed, running int
+	unconfirmed                       int // running attempts not yet confirmed started (see startGated)
 }
 
 func (q *queue) strictOrder() bool { return q.spec.Order == OrderStrict }
@@ -147,19 +149,23 @@ func (s *Scheduler) sortQueues() {
 }
 
 func (q *queue) resetReady(tiers int) {
-	q.tree, q.sets, q.strict = nil, nil, nil
+	q.tree, q.rand, q.strict = nil, nil, nil
 	switch q.spec.Order {
 	case OrderFIFO:
 		q.tree = make([]wintree.Tree, tiers)
 	case OrderRandom:
-		q.sets = make([]bucketSet, tiers)
+		q.rand = make([]randTier, tiers)
 	}
 }
 
 // refile moves a queue's jobs into the structures of its new order: ready
 // jobs are filed again in their order, and jobs in any state move to the
-// buckets of the new order (FIFO buckets split by priority).
+// buckets of the new order (FIFO and random buckets split by priority).
 func (s *Scheduler) refile(q *queue) {
+	for _, b := range q.buckets {
+		b.lvl = nil // the old order's levels go with its ready index
+	}
+	q.resetReady(len(s.tiers))
 	var ready []*job
 	for _, j := range s.jobs.all() {
 		if j.queue() != q {
@@ -176,9 +182,11 @@ func (s *Scheduler) refile(q *queue) {
 		}
 	}
 	slices.SortFunc(ready, func(a, b *job) int { return cmp.Compare(a.key, b.key) })
-	q.resetReady(len(s.tiers))
 	for _, b := range q.buckets {
 		b.queued, b.pos, b.head, b.tail, b.set = 0, -1, noSlot, noSlot, nil
+		if q.spec.Order == OrderRandom && b.lvl == nil {
+			b.lvl = q.levelFor(b.tier, b.prio)
+		}
 	}
 	q.queued -= len(ready)
 	for _, j := range ready {
@@ -201,7 +209,7 @@ func (s *Scheduler) enqueue(j *job) {
 	case OrderRandom:
 		s.jobSet(b).add(j)
 		if b.closed == 0 && b.pos < 0 {
-			q.sets[b.tier].add(b)
+			q.rand[b.tier].add(b)
 		}
 		return
 	}
@@ -226,7 +234,7 @@ func (s *Scheduler) dequeueFrom(j *job, b *bucket) {
 	case OrderRandom:
 		s.jobSet(b).swapRemove(&s.jobs, j)
 		if b.pos >= 0 && b.queued == 0 {
-			q.sets[b.tier].remove(&s.bkts, b)
+			q.rand[b.tier].remove(&s.bkts, b)
 		}
 		return
 	}
@@ -247,7 +255,7 @@ func (s *Scheduler) dequeueFrom(j *job, b *bucket) {
 // its ready index entry while it is visible, else in its record.
 func (s *Scheduler) jobSet(b *bucket) *slotSet {
 	if b.pos >= 0 {
-		return &b.queue.sets[b.tier][b.pos].jobs
+		return &b.lvl.set[b.pos].jobs
 	}
 	return &b.set
 }
@@ -261,7 +269,7 @@ func (s *Scheduler) hide(b *bucket) {
 		q.tree[b.tier].Remove(b.pos)
 		b.pos = -1
 	} else {
-		q.sets[b.tier].remove(&s.bkts, b)
+		q.rand[b.tier].remove(&s.bkts, b)
 	}
 }
 
@@ -273,7 +281,7 @@ func (s *Scheduler) show(b *bucket) {
 	if q := b.queue; q.spec.Order == OrderFIFO {
 		b.pos = q.tree[b.tier].Add(b.num, b.headKey, b.head)
 	} else {
-		q.sets[b.tier].add(b)
+		q.rand[b.tier].add(b)
 	}
 }
 
@@ -286,7 +294,7 @@ func (s *Scheduler) show(b *bucket) {
 func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	switch q.spec.Order {
 	case OrderStrict:
-		if len(q.strict) == 0 {
+		if len(q.strict) == 0 || q.startGated() {
 			return nil, nil
 		}
 		j := s.jobs.At(q.strict.top())
@@ -316,17 +324,8 @@ func (q *queue) firstInOrder(below int) wintree.Entry {
 	return best
 }
 
-// visibleBuckets returns how many buckets of a random queue's tiers below
-// limit are visible.
-func (q *queue) visibleBuckets(below int) int {
-	total := 0
-	for t := 0; t < below; t++ {
-		total += len(q.sets[t])
-	}
-	return total
-}
-
-// randomHead picks a random visible bucket of the tiers below limit, then a
+// randomHead picks, among the tiers below limit, the highest job priority
+// with a visible bucket, a random visible bucket of that priority, then a
 // random job in it: two draws
 // (docs/design.md, "Per-key limits, priorities and random picks"). Its two
 // draws were made drawsAhead picks earlier, so that prefetchHead can fetch what
@@ -334,28 +333,16 @@ func (q *queue) visibleBuckets(below int) int {
 // pick, so the pick is as uniform over the buckets and jobs it finds as one
 // drawn now.
 func (s *Scheduler) randomHead(q *queue, below int) (*job, *bucket) {
-	total := q.visibleBuckets(below)
-	if total == 0 {
+	prio, total, ok := q.topLevels(below)
+	if !ok {
 		return nil, nil
 	}
 	d := q.draws
 	copy(q.draws[:], d[2:])
 	q.draws[len(d)-2], q.draws[len(d)-1] = s.rng.Uint64(), s.rng.Uint64()
-	e := q.randomEntry(below, s.bounded(d[0], total))
+	e := q.randomEntry(below, prio, s.bounded(d[0], total))
 	set := e.jobs
 	return s.jobs.At(set[s.bounded(d[1], len(set))]), s.bkts.At(e.b)
-}
-
-// randomEntry returns the r-th visible bucket of the tiers below limit.
-func (q *queue) randomEntry(below, r int) *setEntry {
-	for t := 0; t < below; t++ {
-		if n := len(q.sets[t]); r >= n {
-			r -= n
-			continue
-		}
-		return &q.sets[t][r]
-	}
-	panic("sched: random pick out of range")
 }
 
 // bounded maps a uniform 64-bit draw d to a uniform number in [0, n), with

@@ -116,8 +116,8 @@ func (s *slotSet) swapRemove(t *jobTable, j *job) {
 	j.pos = -1
 }
 
-// bucketSet is the ready index of a random queue's tier: the visible
-// buckets in no order; a bucket's pos is its index here. A visible
+// bucketSet is the ready index of one job priority in a random queue's
+// tier (see randLevel): the visible buckets in no order; a bucket's pos is its index here. A visible
 // bucket's set of jobs lives in its entry rather than in its record (see
 // Scheduler.jobSet), so that a random pick reads the entry, then a slot of
 // the set, then the job, and the bucket's record, needed too, is fetched

@@ -155,7 +155,9 @@ func (m *simModel) largestTier() int {
 
 // checkOrder: in a strict queue only the head starts
 // (docs/design.md, "Exclusive read/write groups and strict order"); in a FIFO
-// queue the first admissible job does.
+// queue the first admissible job does; in a random queue no admissible job
+// of a higher priority waits
+// (docs/design.md, "Per-key limits, priorities and random picks").
 func (m *simModel) checkOrder(j *simJob, exact bool) error {
 	q := m.queues[j.spec.Queue]
 	queued := m.settledQueued(q.Name, j)
@@ -168,6 +170,14 @@ func (m *simModel) checkOrder(j *simJob, exact bool) error {
 		limits := m.tierLimits()
 		if ahead := m.ahead(j, queued, limits); len(ahead) > 0 {
 			return fmt.Errorf("fifo queue %s: %s overtakes admissible %s", q.Name, j.spec.ID, simIDs(ahead))
+		}
+	case q.Order == OrderRandom && exact:
+		limits := m.tierLimits()
+		for _, o := range queued {
+			if o.spec.Priority > j.spec.Priority && m.admissible(o, limits) {
+				return fmt.Errorf("random queue %s: %s (priority %d) starts while admissible %s has priority %d",
+					q.Name, j.spec.ID, j.spec.Priority, o.spec.ID, o.spec.Priority)
+			}
 		}
 	}
 	return nil

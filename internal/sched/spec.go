@@ -84,6 +84,10 @@ type QueueSpec struct {
 	Paused bool
 	// Retry is the policy of jobs that do not set their own.
 	Retry RetryPolicy
+	// StrictStart, for a strict queue, hands out the next job only once the
+	// worker holding the previous one confirmed that it started (Confirm),
+	// or that job's attempt ended.
+	StrictStart bool
 }
 
 // JobSpec describes a job to submit.

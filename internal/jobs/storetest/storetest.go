@@ -237,7 +237,7 @@ func testQueuesAndLimits(t *testing.T, open func(t *testing.T) jobs.Store) {
 		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "b", Priority: 1}},
 		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "a", Retry: jobtype.RetryPolicy{MaxAttempts: 3, BackoffMs: 10}}},
 		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "c"}},
-		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "b", Priority: 5, Requires: []string{"gpu"}}},
+		jobs.Op{Kind: jobs.OpPutQueue, Queue: &jobtype.Queue{Name: "b", Priority: 5, Requires: []string{"gpu"}, Order: "strict", StrictStart: true}},
 		jobs.Op{Kind: jobs.OpDeleteQueue, Name: "c"},
 		jobs.Op{Kind: jobs.OpDeleteQueue, Name: "never"},
 		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "x", Limit: 1}},
@@ -248,7 +248,7 @@ func testQueuesAndLimits(t *testing.T, open func(t *testing.T) jobs.Store) {
 	snap := load(t, s)
 	got := fmt.Sprintf("%+v %+v", snap.Queues, snap.Limits)
 	want := fmt.Sprintf("%+v %+v", []jobtype.Queue{{Name: "a", Retry: jobtype.RetryPolicy{MaxAttempts: 3, BackoffMs: 10}},
-		{Name: "b", Priority: 5, Requires: []string{"gpu"}}}, []jobtype.KeyLimit{{Pattern: "x", Limit: 4}})
+		{Name: "b", Priority: 5, Requires: []string{"gpu"}, Order: "strict", StrictStart: true}}, []jobtype.KeyLimit{{Pattern: "x", Limit: 4}})
 	if got != want {
 		t.Fatalf("queues and limits\n got %s\nwant %s", got, want)
 	}
