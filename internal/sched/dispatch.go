@@ -96,6 +96,7 @@ func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *b
 // halts it decides are reported by Events.
 func (s *Scheduler) Dispatch() []Assignment {
 	var out []Assignment
+	s.openDueNow()
 	for _, p := range s.poolList {
 		if p.pushers == 0 {
 			continue
@@ -132,6 +133,7 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 		return dst, fmt.Errorf("%w: %d is negative", ErrInvalidBatch, max)
 	}
 	s.renew(w)
+	s.openDueNow()
 	n := min(max, w.free())
 	var from *queue
 	for got := 0; got < n; got++ {

@@ -21,6 +21,7 @@ func (s *Scheduler) CheckInvariants() error {
 	c.gates()
 	c.workers()
 	c.queues()
+	c.rates()
 	return errors.Join(c.errs...)
 }
 
@@ -483,6 +484,56 @@ func (c *checker) readyIndex(name string, q *queue) {
 					c.fail("queue %q tier %d: leaf %d is misfiled", name, tier, l)
 				}
 			}
+		}
+	}
+}
+
+// rates checks the key rate gates: each has the rate its key resolves to,
+// never owes more than its burst (so that no window of length t saw more
+// than burst + t/interval starts), is dry exactly when it has no token
+// left and then waits in rateWake for the next one, and rateWake is a
+// heap of exactly the dry gates.
+func (c *checker) rates() {
+	s := c.s
+	now := s.nowNS()
+	dry := 0
+	for name, g := range s.keyGates {
+		want, _ := s.keyRate.lookup(name)
+		b := &g.rate
+		if b.rateSpec != want || g.rated != (want.interval > 0) {
+			c.fail("key %s: rate %+v, want %+v", name, b.rateSpec, want)
+		}
+		if _, ok := s.rateMemo[name]; ok {
+			c.fail("key %s: a live gate and a remembered bucket", name)
+		}
+		if !g.rated {
+			if g.dry {
+				c.fail("key %s: dry without a rate", name)
+			}
+			continue
+		}
+		if b.tat-now > b.burst*b.interval {
+			c.fail("key %s: owes %d ns of tokens, more than its burst of %d×%d ns", name, b.tat-now, b.burst, b.interval)
+		}
+		due := b.tat - (b.burst-1)*b.interval
+		if g.dry {
+			dry++
+			if b.hpos < 0 || int(b.hpos) >= len(s.rateWake) || s.rateWake[b.hpos] != g || b.due != due {
+				c.fail("key %s: dry, yet not waiting for its token due at %d", name, due)
+			}
+		} else if due > now {
+			c.fail("key %s: open with no token until %d (now %d)", name, due, now)
+		}
+	}
+	if dry != len(s.rateWake) {
+		c.fail("%d dry key gates, %d waiting for a token", dry, len(s.rateWake))
+	}
+	for i, g := range s.rateWake {
+		if int(g.rate.hpos) != i || !g.dry {
+			c.fail("rate wake entry %d (%s) is misfiled", i, g.name)
+		}
+		if p := (i - 1) / 2; i > 0 && s.rateWake[p].rate.due > g.rate.due {
+			c.fail("rate wake entry %d is due before its parent", i)
 		}
 	}
 }

@@ -201,9 +201,9 @@ func (s *Scheduler) renew(w *worker) {
 }
 
 // Tick applies the passage of time: workers whose lease lapsed are removed
-// (EventLeaseExpired, then their jobs are retried or failed), and retries
-// whose backoff ended join their queues. Call it at NextDeadline, then
-// Dispatch.
+// (EventLeaseExpired, then their jobs are retried or failed), retries
+// whose backoff ended join their queues, and keys whose rate has a token
+// again open. Call it at NextDeadline, then Dispatch.
 func (s *Scheduler) Tick() {
 	now := s.nowNS()
 	var lapsed []*worker
@@ -219,10 +219,12 @@ func (s *Scheduler) Tick() {
 		s.dropWorker(w)
 	}
 	s.wakeDelayed(now)
+	s.openDue(now)
 }
 
-// NextDeadline returns when Tick next has work: the earliest lease end or
-// retry wake-up. It returns the zero time when there is none.
+// NextDeadline returns when Tick next has work: the earliest lease end,
+// retry wake-up or token due for a key out of them. It returns the zero
+// time when there is none.
 func (s *Scheduler) NextDeadline() time.Time {
 	var next int64
 	for _, w := range s.workers {
@@ -232,6 +234,11 @@ func (s *Scheduler) NextDeadline() time.Time {
 	}
 	if len(s.delayed) > 0 {
 		if at := int64(s.delayed[0].key); next == 0 || at < next {
+			next = at
+		}
+	}
+	if len(s.rateWake) > 0 {
+		if at := s.rateWake[0].rate.due; next == 0 || at < next {
 			next = at
 		}
 	}
