@@ -43,7 +43,7 @@ type Scheduler struct {
 	keyRate     keyTable[rateSpec]
 	rateMemo    map[string]rateMemo // buckets of dropped key gates not yet full (rate.go)
 	rateWake    rateHeap            // gates out of tokens, by when the next one is due
-	reads       *gate // mode gates: closed while the other mode runs
+	reads       *gate               // mode gates: closed while the other mode runs
 	writes      *gate
 
 	workers map[string]*worker
