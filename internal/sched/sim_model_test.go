@@ -136,7 +136,7 @@ type simModel struct {
 	jobs     map[string]*simJob // every job ever submitted
 	live     []*simJob          // submission order; may hold finished jobs
 	exact    map[string]int
-	patterns []simPattern // longest prefix first
+	patterns []simPattern    // longest prefix first
 	rates    map[string]Rate // by pattern, as set
 	// Per key with a rate: the rate in force and the starts since it came
 	// into force (rateOf, rateStarts).
