@@ -492,7 +492,7 @@ func (c *checker) readyIndex(name string, q *queue) {
 // never owes more than its burst (so that no window of length t saw more
 // than burst + t/interval starts), is dry exactly when it has no token
 // left and then waits in rateWake for the next one, and rateWake is a
-// heap of exactly the dry gates.
+// heap whose live entries are exactly the dry gates.
 func (c *checker) rates() {
 	s := c.s
 	now := s.nowNS()
@@ -518,23 +518,27 @@ func (c *checker) rates() {
 		due := b.tat - (b.burst-1)*b.interval
 		if g.dry {
 			dry++
-			if b.hpos < 0 || int(b.hpos) >= len(s.rateWake) || s.rateWake[b.hpos] != g || b.due != due {
-				c.fail("key %s: dry, yet not waiting for its token due at %d", name, due)
+			if b.due != due {
+				c.fail("key %s: dry until %d, yet its token is due at %d", name, b.due, due)
 			}
 		} else if due > now {
 			c.fail("key %s: open with no token until %d (now %d)", name, due, now)
 		}
 	}
-	if dry != len(s.rateWake) {
-		c.fail("%d dry key gates, %d waiting for a token", dry, len(s.rateWake))
-	}
-	for i, g := range s.rateWake {
-		if int(g.rate.hpos) != i || !g.dry {
-			c.fail("rate wake entry %d (%s) is misfiled", i, g.name)
+	waiting := map[*gate]bool{}
+	for i, e := range s.rateWake {
+		if e.live() {
+			if s.keyGates[e.g.name] != e.g {
+				c.fail("rate wake entry %d (%s): its gate is gone", i, e.g.name)
+			}
+			waiting[e.g] = true
 		}
-		if p := (i - 1) / 2; i > 0 && s.rateWake[p].rate.due > g.rate.due {
+		if p := (i - 1) / 2; i > 0 && s.rateWake[p].due > e.due {
 			c.fail("rate wake entry %d is due before its parent", i)
 		}
+	}
+	if dry != len(waiting) {
+		c.fail("%d dry key gates, %d waiting for a token", dry, len(waiting))
 	}
 }
 

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"time"
@@ -50,7 +49,6 @@ type rateBucket struct {
 	rateSpec
 	tat  int64 // theoretical arrival time (ns); full while tat <= now
 	due  int64 // while dry: when the next token is due
-	hpos int32 // while dry: index in rateWake
 }
 
 // rateMemo is the bucket of a dropped key gate that was not full yet, so
@@ -124,11 +122,8 @@ func (s *Scheduler) initRate(g *gate) {
 
 // setRate gives gate g a rate (interval 0: none) and a bucket at tat.
 func (s *Scheduler) setRate(g *gate, spec rateSpec, tat int64) {
-	if g.dry {
-		heap.Remove(&s.rateWake, int(g.rate.hpos))
-		g.dry = false
-	}
-	g.rate = rateBucket{rateSpec: spec, tat: tat, hpos: -1}
+	g.dry = false // its entry in rateWake goes stale
+	g.rate = rateBucket{rateSpec: spec, tat: tat}
 	g.rated = spec.interval > 0
 	if g.rated {
 		s.checkDry(g, s.nowNS())
@@ -153,16 +148,17 @@ func (s *Scheduler) checkDry(g *gate, now int64) bool {
 		return false
 	}
 	g.dry, g.rate.due = true, due
-	heap.Push(&s.rateWake, g)
+	s.rateWake.push(g)
 	return true
 }
 
 // openDue opens the gates whose next token is due by now.
 func (s *Scheduler) openDue(now int64) {
-	for len(s.rateWake) > 0 && s.rateWake[0].rate.due <= now {
-		g := heap.Pop(&s.rateWake).(*gate)
-		g.dry = false
-		s.setClosed(g, g.shouldClose())
+	for len(s.rateWake) > 0 && s.rateWake[0].due <= now {
+		if e := s.rateWake.pop(); e.live() {
+			e.g.dry = false
+			s.setClosed(e.g, e.g.shouldClose())
+		}
 	}
 }
 
@@ -180,10 +176,7 @@ func (s *Scheduler) dropRate(g *gate) {
 	if !g.rated {
 		return
 	}
-	if g.dry {
-		heap.Remove(&s.rateWake, int(g.rate.hpos))
-		g.dry = false
-	}
+	g.dry = false // its entry in rateWake goes stale
 	if g.rate.tat > s.nowNS() {
 		if s.rateMemo == nil {
 			s.rateMemo = map[string]rateMemo{}
@@ -216,28 +209,58 @@ func (b *rateBucket) tokens(now int64) (int, int64) {
 	return int(have), b.tat - (b.burst-have-1)*b.interval
 }
 
-// rateHeap holds the dry gates by when their next token is due.
-type rateHeap []*gate
+// rateHeap holds the dry gates by when their next token is due, each
+// entry with its due time inline so that sifting reads no gate. An entry
+// goes stale when its gate stops being dry otherwise (its rate changed,
+// it was dropped); openDue skips stale entries, and they are few.
+type rateHeap []rateEntry
 
-func (h rateHeap) Len() int           { return len(h) }
-func (h rateHeap) Less(i, j int) bool { return h[i].rate.due < h[j].rate.due }
-func (h rateHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].rate.hpos, h[j].rate.hpos = int32(i), int32(j)
+type rateEntry struct {
+	due int64
+	g   *gate
 }
 
-func (h *rateHeap) Push(x any) {
-	g := x.(*gate)
-	g.rate.hpos = int32(len(*h))
-	*h = append(*h, g)
+// live says whether the entry's gate is still dry until its due time.
+// A dropped gate's counters record may hold another gate by now.
+func (e rateEntry) live() bool {
+	c := e.g.gateCounts
+	return c.g == e.g && c.dry && e.g.rate.due == e.due
 }
 
-func (h *rateHeap) Pop() any {
-	old := *h
-	n := len(old) - 1
-	g := old[n]
-	old[n] = nil
-	*h = old[:n]
-	g.rate.hpos = -1
-	return g
+func (h *rateHeap) push(g *gate) {
+	*h = append(*h, rateEntry{g.rate.due, g})
+	x := *h
+	for i := len(x) - 1; i > 0; {
+		p := (i - 1) / 2
+		if x[p].due <= x[i].due {
+			break
+		}
+		x[p], x[i] = x[i], x[p]
+		i = p
+	}
+}
+
+func (h *rateHeap) pop() rateEntry {
+	x := *h
+	top := x[0]
+	n := len(x) - 1
+	x[0] = x[n]
+	x[n] = rateEntry{}
+	x = x[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && x[c+1].due < x[c].due {
+			c++
+		}
+		if x[i].due <= x[c].due {
+			break
+		}
+		x[i], x[c] = x[c], x[i]
+		i = c
+	}
+	*h = x
+	return top
 }

@@ -238,7 +238,7 @@ func (s *Scheduler) NextDeadline() time.Time {
 		}
 	}
 	if len(s.rateWake) > 0 {
-		if at := s.rateWake[0].rate.due; next == 0 || at < next {
+		if at := s.rateWake[0].due; next == 0 || at < next {
 			next = at
 		}
 	}
