@@ -47,8 +47,8 @@ type rateSpec struct {
 // rateBucket is a rated key gate's bucket.
 type rateBucket struct {
 	rateSpec
-	tat  int64 // theoretical arrival time (ns); full while tat <= now
-	due  int64 // while dry: when the next token is due
+	tat int64 // theoretical arrival time (ns); full while tat <= now
+	due int64 // while dry: when the next token is due
 }
 
 // rateMemo is the bucket of a dropped key gate that was not full yet, so

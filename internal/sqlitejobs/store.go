@@ -52,6 +52,10 @@ CREATE TABLE job_deps (job INTEGER NOT NULL, dep INTEGER NOT NULL, PRIMARY KEY (
 -- The next job and workflow ids, as a prune leaves them: a pruned id is
 -- never handed out again, even when it was the newest.
 CREATE TABLE job_next_ids (kind TEXT PRIMARY KEY, next INTEGER NOT NULL) WITHOUT ROWID;
+`, `
+-- Key rates: "100/s", "6000/m" or "10/h" ('' for none) and the burst.
+ALTER TABLE job_limits ADD COLUMN rate TEXT NOT NULL DEFAULT '';
+ALTER TABLE job_limits ADD COLUMN burst INTEGER NOT NULL DEFAULT 0;
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -145,14 +149,14 @@ func (s *Store) loadQueues(ctx context.Context, snap *jobs.Snapshot) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlitejobs: load queues: %w", err)
 	}
-	lrows, err := s.db.QueryContext(ctx, `SELECT pattern, lim FROM job_limits ORDER BY pattern`)
+	lrows, err := s.db.QueryContext(ctx, `SELECT pattern, lim, rate, burst FROM job_limits ORDER BY pattern`)
 	if err != nil {
 		return fmt.Errorf("sqlitejobs: load limits: %w", err)
 	}
 	defer lrows.Close()
 	for lrows.Next() {
 		var l jobtype.KeyLimit
-		if err := lrows.Scan(&l.Pattern, &l.Limit); err != nil {
+		if err := lrows.Scan(&l.Pattern, &l.Limit, &l.Rate, &l.Burst); err != nil {
 			return fmt.Errorf("sqlitejobs: load limits: %w", err)
 		}
 		snap.Limits = append(snap.Limits, l)
