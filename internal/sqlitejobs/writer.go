@@ -28,8 +28,8 @@ const (
 )
 
 var statements = map[string]string{
-	"putQueue":         `INSERT INTO job_queues (name, spec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec`,
-	"deleteQueue":      `DELETE FROM job_queues WHERE name = ?`,
+	"putQueue":    `INSERT INTO job_queues (name, spec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec`,
+	"deleteQueue": `DELETE FROM job_queues WHERE name = ?`,
 	"putLimit": `INSERT INTO job_limits (pattern, lim, rate, burst) VALUES (?, ?, ?, ?)
 		ON CONFLICT (pattern) DO UPDATE SET lim = excluded.lim, rate = excluded.rate, burst = excluded.burst`,
 	"deleteLimit":      `DELETE FROM job_limits WHERE pattern = ?`,
