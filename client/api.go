@@ -68,7 +68,7 @@ func (c *Client) SetKeyLimit(ctx context.Context, pattern string, limit int) (Ke
 
 // PutKeyLimit sets every setting of a key or key pattern at once (admin):
 // its concurrency limit, its rate ("100/s", "6000/m", "10/h") and burst
-// (0: 1). It replaces what the pattern had; limit 0 and no rate remove it.
+// (0: the starts the rate allows in a second, at least 1). It replaces what the pattern had; limit 0 and no rate remove it.
 // The answer is the limit as the server keeps it.
 func (c *Client) PutKeyLimit(ctx context.Context, l KeyLimit) (KeyLimit, error) {
 	var out KeyLimit

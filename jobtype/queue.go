@@ -61,7 +61,8 @@ type FlushAnswer struct {
 
 // KeyLimit caps the running jobs that hold a key (Limit), how often they
 // may start (Rate, "100/s", "6000/m" or "10/h", with Burst starts at once
-// when the bucket is full; Burst defaults to 1), or both; a Pattern ending
+// when the bucket is full; Burst defaults to the starts the rate allows in
+// one second, at least 1), or both; a Pattern ending
 // in "*" sets them for every key with that prefix, each key on its own.
 // It is both the body and the answer of PUT /v1/limits, which replaces
 // the pattern's settings; limit 0 and no rate removes it.

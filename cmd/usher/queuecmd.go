@@ -279,7 +279,8 @@ func limitSetCommand(o *clientOpts) *cobra.Command {
 		Short: "Set the limit and rate of a key or key pattern (0 and no rate removes it)",
 		Long: `Set how many jobs holding a key may run at once (LIMIT), how often they
 may start (--rate, per second, minute or hour; --burst starts at once when
-the bucket is full, default 1), or both. A pattern ending in * sets them
+the bucket is full, default the starts the rate allows in a second, at
+least 1), or both. A pattern ending in * sets them
 for every key with that prefix, each key on its own. The command replaces
 what the pattern had: LIMIT 0 without --rate removes it.`,
 		Example: `  usher limit set 'net:*' 5
@@ -315,7 +316,7 @@ what the pattern had: LIMIT 0 without --rate removes it.`,
 		}),
 	}
 	cmd.Flags().StringVar(&rate, "rate", "", "starts allowed per second, minute or hour: 100/s, 6000/m, 10/h")
-	cmd.Flags().IntVar(&burst, "burst", 0, "starts allowed at once with a full bucket (with --rate; default 1)")
+	cmd.Flags().IntVar(&burst, "burst", 0, "starts allowed at once with a full bucket (with --rate; default: a second's worth, at least 1)")
 	return cmd
 }
 

@@ -226,7 +226,7 @@ func (e *Engine) runningIn(queue string) int {
 
 // SetKeyLimit sets the concurrency limit and the rate of a key or
 // pattern, replacing what it had; limit 0 and no rate remove it. A rate
-// without a burst gets a burst of 1.
+// without a burst gets the starts it allows in a second (at least 1).
 func (e *Engine) SetKeyLimit(ctx context.Context, l jobtype.KeyLimit) (jobtype.KeyLimit, error) {
 	if l.Pattern == "" {
 		return jobtype.KeyLimit{}, invalid("pattern", "empty")
@@ -264,8 +264,10 @@ func (e *Engine) applyLimitLocked(l jobtype.KeyLimit, rate sched.Rate) error {
 	return nil
 }
 
-// coreRate checks a limit's rate and burst and gives the core's form;
-// a rate without a burst gets a burst of 1 (l is updated).
+// coreRate checks a limit's rate and burst and gives the core's form; a
+// rate without a burst gets the starts it allows in one second, at least
+// 1 (l is updated), so that the delay of handing jobs out does not eat
+// into the rate (docs/design.md, "Per-key rate limits").
 func coreRate(l *jobtype.KeyLimit) (sched.Rate, error) {
 	if l.Rate == "" {
 		if l.Burst != 0 {
@@ -278,7 +280,7 @@ func coreRate(l *jobtype.KeyLimit) (sched.Rate, error) {
 		return sched.Rate{}, invalid("rate", "%v", err)
 	}
 	if l.Burst == 0 {
-		l.Burst = 1
+		l.Burst = max(1, min(sched.MaxBurst, int(int64(count)*int64(time.Second)/int64(per))))
 	}
 	if l.Burst < 1 || l.Burst > sched.MaxBurst {
 		return sched.Rate{}, invalid("burst", "%d is outside 1..%d", l.Burst, sched.MaxBurst)
