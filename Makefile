@@ -110,6 +110,7 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 30s ./internal/renderapi/
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./internal/asysyms/
 	$(GO) test -run '^$$' -fuzz FuzzParseLsR -fuzztime 30s ./internal/texinfo/
+	$(GO) test -run '^$$' -fuzz FuzzParseRate -fuzztime 30s ./jobtype/
 
 clean:
 	rm -rf bin
