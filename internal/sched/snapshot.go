@@ -45,15 +45,17 @@ type QueueUsage struct {
 
 // KeyUsage is a key's (or group's) running holders and limit (0: none).
 // A key with a rate has Rated set, the Tokens its bucket holds now and,
-// when it is not full, when the next token is due (NextToken).
+// when it is not full, when the next token is due (NextToken). The rate
+// fields stay out of JSON (the dashboard sends KeyUsage as it is; rates
+// are a /v1 matter, whose stats carry them).
 type KeyUsage struct {
 	Key       string
 	Running   int
 	Limit     int
 	Queued    int
-	Rated     bool
-	Tokens    int
-	NextToken time.Time
+	Rated     bool      `json:"-"`
+	Tokens    int       `json:"-"`
+	NextToken time.Time `json:"-"`
 }
 
 // WorkerUsage is a worker's load.
