@@ -92,3 +92,26 @@ func TestKeyRateBadInput(t *testing.T) {
 		t.Fatalf("limits after refused changes %+v; want %+v", l, want)
 	}
 }
+
+// An agent waiting for work gets a job held back by a rate when its
+// token comes due: the engine's clock wakes for it, nothing else happens
+// meanwhile (a key at 2/s, so the token is 500 ms away; the agent waits
+// up to 30 s).
+func TestKeyRateWakesWaitingAgent(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "q"})
+	must(t, s, "PUT", "/v1/limits", map[string]any{"pattern": "api:x", "rate": "2/s", "burst": 1}, 200)
+	enqueue(t, s, map[string]any{"queue": "q", "keys": []string{"api:x"}},
+		map[string]any{"queue": "q", "keys": []string{"api:x"}})
+	if n := len(lease(t, s, "a", nil, 10, 10)); n != 1 {
+		t.Fatalf("leased %d jobs at first; want 1", n)
+	}
+	start := time.Now()
+	got := leaseWait(t, s, "a", nil, 10, 10, 30000)
+	if len(got) != 1 {
+		t.Fatalf("the waiting agent got %d jobs; want the second job when its token came", len(got))
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("the second job came after %v, before its token", d)
+	}
+}
