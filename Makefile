@@ -92,6 +92,8 @@ bench: build
 # gives cannot rot unnoticed; its figures mean nothing.
 benchsmoke: build
 	bash bench/cycleratio.sh -n 1 -ops 2000
+	bash bench/cycleratio.sh -rate -n 1 -ops 2000
+	$(GO) run ./bench/ratehold -duration 2s
 	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1
 	bash bench/estimates-redis.sh -b 1 -- -clients 3 -every 50ms -warmup 1 -busy-max 300ms
 	$(GO) run ./bench/soak -duration 10s -every 3s -bin $(BIN)
@@ -117,6 +119,7 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzParseQuery -fuzztime 30s ./internal/renderapi/
 	$(GO) test -run '^$$' -fuzz FuzzParseLine -fuzztime 30s ./internal/asysyms/
 	$(GO) test -run '^$$' -fuzz FuzzParseLsR -fuzztime 30s ./internal/texinfo/
+	$(GO) test -run '^$$' -fuzz FuzzParseRate -fuzztime 30s ./jobtype/
 
 clean:
 	rm -rf bin

@@ -67,6 +67,16 @@ func (c *Client) SetKeyLimit(ctx context.Context, pattern string, limit int) (Ke
 	return out, err
 }
 
+// PutKeyLimit sets every setting of a key or key pattern at once (admin):
+// its concurrency limit, its rate ("100/s", "6000/m", "10/h") and burst
+// (0: the starts the rate allows in a second, at least 1). It replaces what the pattern had; limit 0 and no rate remove it.
+// The answer is the limit as the server keeps it.
+func (c *Client) PutKeyLimit(ctx context.Context, l KeyLimit) (KeyLimit, error) {
+	var out KeyLimit
+	err := c.call(ctx, http.MethodPut, "/v1/limits", l, &out)
+	return out, err
+}
+
 // KeyLimits returns every key limit, sorted by pattern.
 func (c *Client) KeyLimits(ctx context.Context) ([]KeyLimit, error) {
 	var out jobtype.KeyLimitList

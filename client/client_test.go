@@ -90,9 +90,14 @@ func TestClientEndToEnd(t *testing.T) {
 			l, err := admin.SetKeyLimit(ctx, "net:*", 5)
 			return errors.Join(err, want(l == client.KeyLimit{Pattern: "net:*", Limit: 5}, "limit %+v", l))
 		}},
+		{name: "set key rate", call: func(ctx context.Context) error {
+			l, err := admin.PutKeyLimit(ctx, client.KeyLimit{Pattern: "api:*", Rate: "100/s"})
+			return errors.Join(err, want(l == client.KeyLimit{Pattern: "api:*", Rate: "100/s", Burst: 100}, "limit %+v", l))
+		}},
 		{name: "list key limits", call: func(ctx context.Context) error {
 			ls, err := admin.KeyLimits(ctx)
-			return errors.Join(err, want(slices.Equal(ls, []client.KeyLimit{{Pattern: "net:*", Limit: 5}}), "limits %+v", ls))
+			return errors.Join(err, want(slices.Equal(ls, []client.KeyLimit{{Pattern: "api:*", Rate: "100/s", Burst: 100},
+				{Pattern: "net:*", Limit: 5}}), "limits %+v", ls))
 		}},
 		{name: "enqueue", call: func(ctx context.Context) error {
 			var err error

@@ -87,12 +87,18 @@ type FlushAnswer struct {
 	Cancelled int `json:"cancelled"`
 }
 
-// KeyLimit caps the running jobs that hold a key; a Pattern ending in "*"
-// sets the limit of every key with that prefix. It is both the body and
-// the answer of PUT /v1/limits; limit 0 removes it.
+// KeyLimit caps the running jobs that hold a key (Limit), how often they
+// may start (Rate, "100/s", "6000/m" or "10/h", with Burst starts at once
+// when the bucket is full; Burst defaults to the starts the rate allows in
+// one second, at least 1), or both; a Pattern ending
+// in "*" sets them for every key with that prefix, each key on its own.
+// It is both the body and the answer of PUT /v1/limits, which replaces
+// the pattern's settings; limit 0 and no rate removes it.
 type KeyLimit struct {
 	Pattern string `json:"pattern"`
 	Limit   int    `json:"limit"`
+	Rate    string `json:"rate,omitempty"`
+	Burst   int    `json:"burst,omitempty"`
 }
 
 // KeyLimitList is the answer of GET /v1/limits: every key limit, sorted

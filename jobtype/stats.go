@@ -1,5 +1,7 @@
 package jobtype
 
+import "time"
+
 // Stats is the server's usage report (GET /v1/stats): per queue, key,
 // group, tier and agent, and counters since the start. Every list is
 // sent, empty or not.
@@ -26,12 +28,15 @@ type QueueStats struct {
 }
 
 // KeyStats is a key's (or group's) running holders, limit and queued
-// jobs.
+// jobs. A key with a rate adds the Tokens its bucket holds and, when it is
+// not full, when the next token is due (NextToken, RFC 3339).
 type KeyStats struct {
-	Key     string `json:"key"`
-	Running int    `json:"running"`
-	Limit   int    `json:"limit"`
-	Queued  int    `json:"queued"`
+	Key       string     `json:"key"`
+	Running   int        `json:"running"`
+	Limit     int        `json:"limit"`
+	Queued    int        `json:"queued"`
+	Tokens    *int       `json:"tokens,omitempty"`
+	NextToken *time.Time `json:"nextToken,omitempty"`
 }
 
 // TierStats is a duration tier's use: Running jobs in it, Counted toward

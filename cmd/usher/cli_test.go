@@ -104,8 +104,14 @@ edges:
 		{args: []string{"queue", "rm", "deploy"}},
 		{args: []string{"limit", "set", "net:*", "5"}, out: []string{"PATTERN", "LIMIT", "net:*", "5"}},
 		{args: []string{"limit", "set", "net:*", "many"}, err: "not a count"},
+		{args: []string{"limit", "set", "api:stripe", "--rate", "100/s", "--burst", "20"}, out: []string{"PATTERN", "LIMIT", "RATE", "BURST", "api:stripe", "0", "100/s", "20"}},
+		{args: []string{"limit", "set", "api:*", "--rate", "0/s"}, err: "--rate"},
+		{args: []string{"limit", "set", "api:*", "--rate", "600/m"}, out: []string{"api:*", "600/m", "10"}},
+		{args: []string{"limit", "set", "api:*", "--rate", "10/s", "--burst", "-2"}, err: "burst"},
+		{args: []string{"limit", "set", "api:*"}, err: "give a LIMIT, a --rate or both"},
+		{args: []string{"limit", "set", "api:*", "0"}, out: []string{"api:*", "0", "-"}},
 		{args: []string{"limit", "ls", "--json"}, json: func(t *testing.T, v map[string]any) {
-			if ls, _ := v["limits"].([]any); len(ls) != 1 {
+			if ls, _ := v["limits"].([]any); len(ls) != 2 {
 				t.Errorf("limits %v", v)
 			}
 		}},

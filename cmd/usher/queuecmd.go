@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/usherhq/usher/jobtype"
 	"strconv"
 	"time"
 
@@ -318,19 +319,40 @@ longest pattern.`,
 }
 
 func limitSetCommand(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "set PATTERN LIMIT",
-		Short: "Set the limit of a key or key pattern (0 removes it)",
+	var rate string
+	var burst int
+	cmd := &cobra.Command{
+		Use:   "set PATTERN [LIMIT] [--rate N/UNIT [--burst N]]",
+		Short: "Set the limit and rate of a key or key pattern (0 and no rate removes it)",
+		Long: `Set how many jobs holding a key may run at once (LIMIT), how often they
+may start (--rate, per second, minute or hour; --burst starts at once when
+the bucket is full, default the starts the rate allows in a second, at
+least 1), or both. A pattern ending in * sets them
+for every key with that prefix, each key on its own. The command replaces
+what the pattern had: LIMIT 0 without --rate removes it.`,
 		Example: `  usher limit set 'net:*' 5
   usher limit set net:10.1.2.0/24 1
+  usher limit set 'api:stripe' --rate 100/s --burst 20
+  usher limit set 'api:*' 10 --rate 6000/m
   usher limit set 'net:*' 0      # remove`,
-		Args: cobra.ExactArgs(2),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			n, err := strconv.Atoi(args[1])
-			if err != nil || n < 0 {
-				return fmt.Errorf("LIMIT %q is not a count of jobs (0 removes the limit)", args[1])
+			l := client.KeyLimit{Pattern: args[0], Rate: rate, Burst: burst}
+			if len(args) == 2 {
+				n, err := strconv.Atoi(args[1])
+				if err != nil || n < 0 {
+					return fmt.Errorf("LIMIT %q is not a count of jobs (0 removes the limit)", args[1])
+				}
+				l.Limit = n
+			} else if rate == "" {
+				return fmt.Errorf("give a LIMIT, a --rate or both")
 			}
-			l, err := c.SetKeyLimit(cmd.Context(), args[0], n)
+			if rate != "" {
+				if _, _, err := jobtype.ParseRate(rate); err != nil {
+					return fmt.Errorf("--rate: %w", err)
+				}
+			}
+			l, err := c.PutKeyLimit(cmd.Context(), l)
 			if err != nil {
 				return fmt.Errorf("setting limit %s: %w", args[0], err)
 			}
@@ -340,6 +362,9 @@ func limitSetCommand(o *clientOpts) *cobra.Command {
 			return printLimits(cmd, l)
 		}),
 	}
+	cmd.Flags().StringVar(&rate, "rate", "", "starts allowed per second, minute or hour: 100/s, 6000/m, 10/h")
+	cmd.Flags().IntVar(&burst, "burst", 0, "starts allowed at once with a full bucket (with --rate; default: a second's worth, at least 1)")
+	return cmd
 }
 
 func limitListCommand(o *clientOpts) *cobra.Command {
@@ -363,9 +388,13 @@ func limitListCommand(o *clientOpts) *cobra.Command {
 }
 
 func printLimits(cmd *cobra.Command, ls ...client.KeyLimit) error {
-	t := newTable(cmd.OutOrStdout(), "PATTERN", "LIMIT")
+	t := newTable(cmd.OutOrStdout(), "PATTERN", "LIMIT", "RATE", "BURST")
 	for _, l := range ls {
-		t.row(l.Pattern, l.Limit)
+		rate, burst := "-", "-"
+		if l.Rate != "" {
+			rate, burst = l.Rate, strconv.Itoa(l.Burst)
+		}
+		t.row(l.Pattern, l.Limit, rate, burst)
 	}
 	return t.flush()
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,9 +56,9 @@ func printStats(w io.Writer, s client.Stats) error {
 			continue
 		}
 		fmt.Fprintln(w)
-		t = newTable(w, sec.head, "RUNNING", "LIMIT", "QUEUED")
+		t = newTable(w, sec.head, "RUNNING", "LIMIT", "QUEUED", "TOKENS")
 		for _, k := range sec.rows {
-			t.row(k.Key, k.Running, k.Limit, k.Queued)
+			t.row(k.Key, k.Running, k.Limit, k.Queued, keyTokens(k))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -193,4 +195,17 @@ func printDeleted(cmd *cobra.Command, o *clientOpts, what string, names []string
 		fmt.Fprintf(cmd.OutOrStdout(), "deleted %s %s\n", what, n)
 	}
 	return nil
+}
+
+// keyTokens shows a rated key's bucket: its tokens, and when it is not full
+// how soon the next one is due; "-" for a key without a rate.
+func keyTokens(k client.KeyStats) string {
+	if k.Tokens == nil {
+		return "-"
+	}
+	s := strconv.Itoa(*k.Tokens)
+	if k.NextToken != nil {
+		s += fmt.Sprintf(" (next in %s)", max(0, time.Until(*k.NextToken)).Round(time.Millisecond))
+	}
+	return s
 }

@@ -101,7 +101,7 @@ type Engine struct {
 	mu      sync.Mutex
 	core    *sched.Scheduler
 	queues  map[string]jobtype.Queue
-	limits  map[string]int
+	limits  map[string]jobtype.KeyLimit
 	live    map[string]*liveJob // unfinished jobs by id
 	agents  map[string]*agent
 	waiters []*waiter
@@ -147,7 +147,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, store: cfg.Store, core: core,
-		queues: map[string]jobtype.Queue{}, limits: map[string]int{},
+		queues: map[string]jobtype.Queue{}, limits: map[string]jobtype.KeyLimit{},
 		live: map[string]*liveJob{}, agents: map[string]*agent{},
 		wake: make(chan struct{}, 1), last: done{},
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/usherhq/usher/internal/sched"
 	"github.com/usherhq/usher/jobtype"
@@ -239,7 +240,9 @@ func (e *Engine) runningIn(queue string) int {
 	return n
 }
 
-// SetKeyLimit sets (or with 0 removes) the limit of a key or pattern.
+// SetKeyLimit sets the concurrency limit and the rate of a key or
+// pattern, replacing what it had; limit 0 and no rate remove it. A rate
+// without a burst gets the starts it allows in a second (at least 1).
 func (e *Engine) SetKeyLimit(ctx context.Context, l jobtype.KeyLimit) (jobtype.KeyLimit, error) {
 	if l.Pattern == "" {
 		return jobtype.KeyLimit{}, invalid("pattern", "empty")
@@ -247,14 +250,13 @@ func (e *Engine) SetKeyLimit(ctx context.Context, l jobtype.KeyLimit) (jobtype.K
 	if l.Limit < 0 {
 		return jobtype.KeyLimit{}, invalid("limit", "%d is negative", l.Limit)
 	}
-	err := e.change(ctx, func() error {
-		if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
+	rate, err := coreRate(&l)
+	if err != nil {
+		return jobtype.KeyLimit{}, err
+	}
+	err = e.change(ctx, func() error {
+		if err := e.applyLimitLocked(l, rate); err != nil {
 			return invalid("pattern", "%v", err)
-		}
-		if l.Limit == 0 {
-			delete(e.limits, l.Pattern)
-		} else {
-			e.limits[l.Pattern] = l.Limit
 		}
 		e.emit(Op{Kind: OpPutLimit, Limit: &l})
 		return nil
@@ -262,13 +264,53 @@ func (e *Engine) SetKeyLimit(ctx context.Context, l jobtype.KeyLimit) (jobtype.K
 	return l, err
 }
 
+// applyLimitLocked sets a checked limit in the core and the engine.
+func (e *Engine) applyLimitLocked(l jobtype.KeyLimit, rate sched.Rate) error {
+	if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
+		return err
+	}
+	if err := e.core.SetKeyRate(l.Pattern, rate); err != nil {
+		return err
+	}
+	if l.Limit == 0 && l.Rate == "" {
+		delete(e.limits, l.Pattern)
+	} else {
+		e.limits[l.Pattern] = l
+	}
+	return nil
+}
+
+// coreRate checks a limit's rate and burst and gives the core's form; a
+// rate without a burst gets the starts it allows in one second, at least
+// 1 (l is updated), so that the delay of handing jobs out does not eat
+// into the rate (docs/design.md, "Per-key rate limits").
+func coreRate(l *jobtype.KeyLimit) (sched.Rate, error) {
+	if l.Rate == "" {
+		if l.Burst != 0 {
+			return sched.Rate{}, invalid("burst", "%d needs a rate", l.Burst)
+		}
+		return sched.Rate{}, nil
+	}
+	count, per, err := jobtype.ParseRate(l.Rate)
+	if err != nil {
+		return sched.Rate{}, invalid("rate", "%v", err)
+	}
+	if l.Burst == 0 {
+		l.Burst = max(1, min(sched.MaxBurst, int(int64(count)*int64(time.Second)/int64(per))))
+	}
+	if l.Burst < 1 || l.Burst > sched.MaxBurst {
+		return sched.Rate{}, invalid("burst", "%d is outside 1..%d", l.Burst, sched.MaxBurst)
+	}
+	return sched.Rate{Count: count, Per: per, Burst: l.Burst}, nil
+}
+
 // KeyLimits returns every limit, sorted by pattern.
 func (e *Engine) KeyLimits() []jobtype.KeyLimit {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]jobtype.KeyLimit, 0, len(e.limits))
-	for p, l := range e.limits {
-		out = append(out, jobtype.KeyLimit{Pattern: p, Limit: l})
+	for _, l := range e.limits {
+		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pattern < out[j].Pattern })
 	return out

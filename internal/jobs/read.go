@@ -153,7 +153,13 @@ func statsOf(snap sched.Snapshot) jobtype.Stats {
 func keyStats(ks []sched.KeyUsage) []jobtype.KeyStats {
 	out := make([]jobtype.KeyStats, len(ks))
 	for i, k := range ks {
-		out[i] = jobtype.KeyStats(k)
+		out[i] = jobtype.KeyStats{Key: k.Key, Running: k.Running, Limit: k.Limit, Queued: k.Queued}
+		if k.Rated {
+			out[i].Tokens = &k.Tokens
+			if !k.NextToken.IsZero() {
+				out[i].NextToken = &k.NextToken
+			}
+		}
 	}
 	return out
 }

@@ -32,10 +32,13 @@ func (e *Engine) restore(ctx context.Context) error {
 		e.queues[q.Name] = q
 	}
 	for _, l := range snap.Limits {
-		if err := e.core.SetKeyLimit(l.Pattern, l.Limit); err != nil {
+		rate, err := coreRate(&l)
+		if err == nil {
+			err = e.applyLimitLocked(l, rate)
+		}
+		if err != nil {
 			return fmt.Errorf("jobs: restoring limit %q: %w", l.Pattern, err)
 		}
-		e.limits[l.Pattern] = l.Limit
 	}
 	e.nextJob, e.nextWF = max(snap.NextJob, 1), max(snap.NextWorkflow, 1)
 	if err := e.restoreJobs(snap.Jobs); err != nil {

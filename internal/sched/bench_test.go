@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"errors"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -17,14 +18,44 @@ import (
 //	go test -run '^$' -bench BenchmarkCycle -benchmem ./internal/sched/
 func BenchmarkCycle(b *testing.B) {
 	for _, queued := range []int{1_000, 10_000, 100_000, 1_000_000} {
-		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) { benchCycle(b, queued) })
+		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) { benchCycle(b, queued, 0) })
 	}
 }
+
+// BenchmarkCycleRate is BenchmarkCycle with rate keys in the mix: every
+// other key is "api:…", limited to 5 running and to 50 starts a second
+// with a burst of 2, and the clock advances 10 µs an op (a key is picked
+// about every 100 ms of virtual time, a token comes every 20 ms). A start
+// that finds its key's bucket down to its last token empties it: the key
+// closes, waits in the rate heap, and Pull opens it when the token is due
+// (about a fifth of the api starts). bench/cycleratio.sh -rate measures
+// both in one process and reports the ratio:
+//
+//	go test -run '^$' -bench 'BenchmarkCycle(Rate)?$' -benchmem ./internal/sched/
+func BenchmarkCycleRate(b *testing.B) {
+	for _, queued := range []int{1_000, 10_000, 100_000, 1_000_000} {
+		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) { benchCycle(b, queued, 2) })
+	}
+}
+
+// BenchmarkCycleRateDry is BenchmarkCycleRate with a burst of 1, the worst
+// case: every start of an api key empties its bucket, closing the key and
+// hiding its buckets in every queue for 20 ms of virtual time.
+func BenchmarkCycleRateDry(b *testing.B) {
+	for _, queued := range []int{1_000, 1_000_000} {
+		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) { benchCycle(b, queued, 1) })
+	}
+}
+
+// benchRateStep is how far the clock moves in an op of BenchmarkCycleRate.
+const benchRateStep = 10 * time.Microsecond
 
 const benchKeys = 10_000
 
 type cycleBench struct {
 	s       *Scheduler
+	clk     *clock
+	step    time.Duration // clock advance per op
 	rng     *rand.Rand
 	next    int
 	ids     idBatch
@@ -80,13 +111,15 @@ func (x *idBatch) refill() {
 	x.buf, x.i = b, 0
 }
 
-func newCycleBench(b *testing.B) *cycleBench {
+// newCycleBench builds the benchmark's scheduler; with burst > 0 every
+// other key is rated (BenchmarkCycleRate).
+func newCycleBench(b *testing.B, burst int) *cycleBench {
 	clk := newClock()
 	s, err := New(Config{Now: clk.Now, Rand: rand.New(rand.NewPCG(1, 2))})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cb := &cycleBench{s: s, rng: rand.New(rand.NewPCG(3, 4))}
+	cb := &cycleBench{s: s, clk: clk, rng: rand.New(rand.NewPCG(3, 4))}
 	for i, spec := range []QueueSpec{
 		{Name: "scan-high", Priority: 10, Order: OrderRandom},
 		{Name: "web-high", Priority: 10, Order: OrderFIFO},
@@ -102,8 +135,19 @@ func newCycleBench(b *testing.B) *cycleBench {
 	if err := s.SetKeyLimit("net:*", 5); err != nil {
 		b.Fatal(err)
 	}
+	rated := burst > 0
+	if rated {
+		cb.step = benchRateStep
+		if err := errors.Join(s.SetKeyLimit("api:*", 5), s.SetKeyRate("api:*", Rate{Count: 50, Per: time.Second, Burst: burst})); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for i := range benchKeys {
-		cb.keys = append(cb.keys, []string{"net:10." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ".0/24"})
+		prefix := "net:10."
+		if rated && i%2 == 1 {
+			prefix = "api:10."
+		}
+		cb.keys = append(cb.keys, []string{prefix + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ".0/24"})
 	}
 	if err := s.AddWorker(WorkerSpec{ID: "agent", Slots: 64}); err != nil {
 		b.Fatal(err)
@@ -149,6 +193,9 @@ func (cb *cycleBench) completeOldest(b *testing.B) {
 //
 //go:noinline
 func (cb *cycleBench) op(b *testing.B) {
+	if cb.step != 0 {
+		cb.clk.t = cb.clk.t.Add(cb.step)
+	}
 	cb.submit(b)
 	cb.pull(b)
 	cb.completeOldest(b)
@@ -162,8 +209,8 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-func benchCycle(b *testing.B, queued int) {
-	cb := newCycleBench(b)
+func benchCycle(b *testing.B, queued, burst int) {
+	cb := newCycleBench(b, burst)
 	before := heapInUse()
 	for range queued {
 		cb.submit(b)
@@ -189,7 +236,7 @@ func benchCycle(b *testing.B, queued int) {
 func BenchmarkCyclePhases(b *testing.B) {
 	for _, queued := range []int{1_000, 1_000_000} {
 		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) {
-			cb := newCycleBench(b)
+			cb := newCycleBench(b, 0)
 			for range queued {
 				cb.submit(b)
 			}

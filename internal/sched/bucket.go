@@ -291,6 +291,7 @@ func (s *Scheduler) sweepBuckets() {
 	clear(s.idleList)
 	s.idleList = s.idleList[:0]
 	s.idleBuckets = 0
+	s.pruneRateMemo()
 }
 
 // dropBucket removes an idle bucket and any key or group gate no bucket
@@ -331,6 +332,7 @@ func (s *Scheduler) detachGate(b *bucket, r gateRef) {
 	if len(g.buckets) == 0 && g.running == 0 {
 		switch g.kind {
 		case gateKey:
+			s.dropRate(g)
 			delete(s.keyGates, g.name)
 			s.gcs.drop(g)
 		case gateGroup:

@@ -97,6 +97,7 @@ func (s *Scheduler) visit(p *pool, pull *worker, q *queue, below *int) (*job, *b
 func (s *Scheduler) Dispatch() []Assignment {
 	var out []Assignment
 	s.expireDue()
+	s.openDueNow()
 	for _, p := range s.poolList {
 		if p.pushers == 0 {
 			continue
@@ -134,6 +135,7 @@ func (s *Scheduler) PullAppend(dst []Assignment, workerID string, max int) ([]As
 	}
 	s.renew(w)
 	s.expireDue()
+	s.openDueNow()
 	n := min(max, w.free())
 	var from *queue
 	for got := 0; got < n; got++ {

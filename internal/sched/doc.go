@@ -5,8 +5,8 @@
 // from [Config.Now] and randomness from [Config.Rand]. A driver (a server or
 // a store) feeds it events and carries out what it decides:
 //
-//   - [Scheduler.DefineQueue], [Scheduler.SetKeyLimit] and [Scheduler.SetTierLimits]
-//     configure queues and limits;
+//   - [Scheduler.DefineQueue], [Scheduler.SetKeyLimit], [Scheduler.SetKeyRate]
+//     and [Scheduler.SetTierLimits] configure queues and limits;
 //   - [Scheduler.Submit] and [Scheduler.SubmitWorkflow] add jobs;
 //   - [Scheduler.AddWorker] reports a worker's slots and capabilities;
 //   - [Scheduler.Dispatch] runs the queue cycle and pushes jobs to free push
@@ -16,8 +16,9 @@
 //   - [Scheduler.Complete] reports a finished attempt, [Scheduler.Cancel]
 //     withdraws a job, [Scheduler.RunNow] readies a job waiting for its
 //     time, [Scheduler.Renew] keeps a worker's lease alive and
-//     [Scheduler.Tick] expires leases and deadlines and wakes delayed
-//     retries and scheduled jobs (deadline.go);
+//     [Scheduler.Tick] expires leases and deadlines, wakes delayed
+//     retries and scheduled jobs (deadline.go) and opens keys whose next
+//     token is due (rate.go);
 //   - [Scheduler.Events] drains what the driver must act on: downgrades,
 //     halts, stops, retries and cancellations it did not cause directly;
 //   - [Scheduler.Estimates] and [Scheduler.Snapshot] feed clients and
@@ -35,6 +36,8 @@
 //     read/write rule, all as gates that open and close buckets of queued
 //     jobs (docs/design.md, "Per-key limits, priorities and random picks";
 //     docs/design.md, "Exclusive read/write groups and strict order").
+//   - rate.go: per-key rate limits, a token bucket per key that closes
+//     its gate while empty (docs/design.md, "Per-key rate limits").
 //   - queue.go: queue orders fifo, strict and random, priorities and
 //     capabilities; bucket.go: the buckets that group queued jobs by their
 //     gates.

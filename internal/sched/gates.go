@@ -43,6 +43,7 @@ type gate struct {
 	buckets  []*bucket
 	opposite *gate  // mode gates: the other mode
 	lowered  uint64 // startSeq when the limit last fell below running
+	rate     rateBucket
 }
 
 type gateCounts struct {
@@ -51,6 +52,8 @@ type gateCounts struct {
 	limit   int   // running holders allowed (keys and groups)
 	closed  bool
 	mode    bool   // a mode gate
+	rated   bool   // key gates: a rate limits starts (rate.go)
+	dry     bool   // rated and out of tokens: closed until rate.due
 	num     uint32 // the record's number in gateTable
 	g       *gate
 }
@@ -67,7 +70,7 @@ func (g *gate) shouldClose() bool {
 	if g.kind == gateMode {
 		return g.opposite.running > 0
 	}
-	return int(g.running) >= g.limit
+	return int(g.running) >= g.limit || g.dry
 }
 
 func (s *Scheduler) keyGate(k string) *gate {
@@ -76,6 +79,7 @@ func (s *Scheduler) keyGate(k string) *gate {
 	}
 	g := s.newGate(k, gateKey, s.keyLimit.of(k))
 	s.keyGates[k] = g
+	s.initRate(g)
 	return g
 }
 
@@ -107,7 +111,12 @@ func (s *Scheduler) holdGate(c *gateCounts) {
 		if c.running == 1 {
 			s.setClosed(c.g.opposite, true)
 		}
-	} else if !c.closed && int(c.running) >= c.limit {
+		return
+	}
+	if c.rated {
+		s.takeToken(c.g)
+	}
+	if !c.closed && int(c.running) >= c.limit {
 		s.setClosed(c.g, true)
 	}
 }
@@ -130,7 +139,7 @@ func (s *Scheduler) unholdGate(c *gateCounts) {
 		if c.running == 0 {
 			s.setClosed(c.g.opposite, false)
 		}
-	} else if c.closed && int(c.running) < c.limit {
+	} else if c.closed && int(c.running) < c.limit && !c.dry {
 		s.setClosed(c.g, false)
 	}
 }
@@ -156,26 +165,60 @@ func (s *Scheduler) setClosed(g *gate, closed bool) {
 	}
 }
 
-// keyLimits resolves a key's limit: an exact limit wins, then the longest
-// matching prefix pattern ("net:*"), else the key is unlimited.
-type keyLimits struct {
-	exact    map[string]int
-	patterns []keyPattern // longest prefix first
+// keyTable resolves a key's setting (a concurrency limit, a rate): an
+// exact setting wins, then the longest matching prefix pattern ("net:*").
+type keyTable[T any] struct {
+	exact    map[string]T
+	patterns []keyPattern[T] // longest prefix first
 }
 
-type keyPattern struct {
+type keyPattern[T any] struct {
 	prefix string
-	limit  int
+	v      T
 }
 
-func (l *keyLimits) of(k string) int {
-	if n, ok := l.exact[k]; ok {
-		return n
+// lookup returns the setting that applies to key k, if any.
+func (l *keyTable[T]) lookup(k string) (T, bool) {
+	if v, ok := l.exact[k]; ok {
+		return v, true
 	}
 	for _, p := range l.patterns {
 		if strings.HasPrefix(k, p.prefix) {
-			return p.limit
+			return p.v, true
 		}
+	}
+	var zero T
+	return zero, false
+}
+
+// set sets the setting of a key or pattern; set false removes it.
+func (l *keyTable[T]) set(pattern string, v T, set bool) {
+	if l.exact == nil {
+		l.exact = map[string]T{}
+	}
+	prefix, ok := strings.CutSuffix(pattern, "*")
+	if !ok {
+		if set {
+			l.exact[pattern] = v
+		} else {
+			delete(l.exact, pattern)
+		}
+		return
+	}
+	l.patterns = slices.DeleteFunc(l.patterns, func(p keyPattern[T]) bool { return p.prefix == prefix })
+	if set {
+		l.patterns = append(l.patterns, keyPattern[T]{prefix, v})
+		slices.SortStableFunc(l.patterns, func(a, b keyPattern[T]) int { return len(b.prefix) - len(a.prefix) })
+	}
+}
+
+// keyLimits resolves a key's concurrency limit; a key without one is
+// unlimited.
+type keyLimits struct{ keyTable[int] }
+
+func (l *keyLimits) of(k string) int {
+	if n, ok := l.lookup(k); ok {
+		return n
 	}
 	return unlimited
 }
@@ -189,17 +232,7 @@ func (s *Scheduler) SetKeyLimit(pattern string, limit int) error {
 	if pattern == "" || pattern == "*" && limit < 0 || limit < 0 {
 		return fmt.Errorf("sched: key limit %q=%d: need a non-empty pattern and a limit of at least 0", pattern, limit)
 	}
-	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
-		s.keyLimit.patterns = slices.DeleteFunc(s.keyLimit.patterns, func(p keyPattern) bool { return p.prefix == prefix })
-		if limit > 0 {
-			s.keyLimit.patterns = append(s.keyLimit.patterns, keyPattern{prefix, limit})
-			slices.SortStableFunc(s.keyLimit.patterns, func(a, b keyPattern) int { return len(b.prefix) - len(a.prefix) })
-		}
-	} else if limit > 0 {
-		s.keyLimit.exact[pattern] = limit
-	} else {
-		delete(s.keyLimit.exact, pattern)
-	}
+	s.keyLimit.set(pattern, limit, limit > 0)
 	for _, g := range s.keyGates {
 		s.setGateLimit(g, s.keyLimit.of(g.name))
 	}

@@ -22,6 +22,7 @@ func (s *Scheduler) CheckInvariants() error {
 	c.workers()
 	c.queues()
 	c.deadlines()
+	c.rates()
 	return errors.Join(c.errs...)
 }
 
@@ -485,6 +486,60 @@ func (c *checker) readyIndex(name string, q *queue) {
 				}
 			}
 		}
+	}
+}
+
+// rates checks the key rate gates: each has the rate its key resolves to,
+// never owes more than its burst (so that no window of length t saw more
+// than burst + t/interval starts), is dry exactly when it has no token
+// left and then waits in rateWake for the next one, and rateWake is a
+// heap whose live entries are exactly the dry gates.
+func (c *checker) rates() {
+	s := c.s
+	now := s.nowNS()
+	dry := 0
+	for name, g := range s.keyGates {
+		want, _ := s.keyRate.lookup(name)
+		b := &g.rate
+		if b.rateSpec != want || g.rated != (want.interval > 0) {
+			c.fail("key %s: rate %+v, want %+v", name, b.rateSpec, want)
+		}
+		if _, ok := s.rateMemo[name]; ok {
+			c.fail("key %s: a live gate and a remembered bucket", name)
+		}
+		if !g.rated {
+			if g.dry {
+				c.fail("key %s: dry without a rate", name)
+			}
+			continue
+		}
+		if b.tat-now > b.burst*b.interval {
+			c.fail("key %s: owes %d ns of tokens, more than its burst of %d×%d ns", name, b.tat-now, b.burst, b.interval)
+		}
+		due := b.tat - (b.burst-1)*b.interval
+		if g.dry {
+			dry++
+			if b.due != due {
+				c.fail("key %s: dry until %d, yet its token is due at %d", name, b.due, due)
+			}
+		} else if due > now {
+			c.fail("key %s: open with no token until %d (now %d)", name, due, now)
+		}
+	}
+	waiting := map[*gate]bool{}
+	for i, e := range s.rateWake {
+		if e.live() {
+			if s.keyGates[e.g.name] != e.g {
+				c.fail("rate wake entry %d (%s): its gate is gone", i, e.g.name)
+			}
+			waiting[e.g] = true
+		}
+		if p := (i - 1) / 2; i > 0 && s.rateWake[p].due > e.due {
+			c.fail("rate wake entry %d is due before its parent", i)
+		}
+	}
+	if dry != len(waiting) {
+		c.fail("%d dry key gates, %d waiting for a token", dry, len(waiting))
 	}
 }
 

@@ -40,7 +40,10 @@ type Scheduler struct {
 	gcs         gateTable // counters of every gate
 	groups      map[string]*gate
 	keyLimit    keyLimits
-	reads       *gate // mode gates: closed while the other mode runs
+	keyRate     keyTable[rateSpec]
+	rateMemo    map[string]rateMemo // buckets of dropped key gates not yet full (rate.go)
+	rateWake    rateHeap            // gates out of tokens, by when the next one is due
+	reads       *gate               // mode gates: closed while the other mode runs
 	writes      *gate
 
 	workers map[string]*worker
@@ -108,7 +111,6 @@ func New(cfg Config) (*Scheduler, error) {
 		workers:  map[string]*worker{},
 		pools:    map[string]*pool{},
 	}
-	s.keyLimit.exact = map[string]int{}
 	s.reads = s.newGate("mode:read", gateMode, unlimited)
 	s.writes = s.newGate("mode:write", gateMode, unlimited)
 	s.reads.opposite, s.writes.opposite = s.writes, s.reads

@@ -62,6 +62,7 @@ var simWeights = [...]int{
 	simDefineQueue: 4, simSetKeyLimit: 3, simSetTierLimits: 2, simSubmit: 20, simSubmitWorkflow: 6,
 	simInteractive: 4, simAddWorker: 5, simRemoveWorker: 2, simDispatch: 14, simPull: 10,
 	simComplete: 18, simCancel: 3, simRenew: 3, simAdvance: 5, simTick: 5, simRemoveQueue: 1, simEstimates: 2,
+	simSetKeyRate: 3,
 }
 
 // simGen turns a source into operations, choosing arguments from the
@@ -131,6 +132,8 @@ func (g *simGen) next(m *simModel) simOp {
 		return simOp{kind: kind, queue: g.queueSpec()}
 	case simSetKeyLimit:
 		return simOp{kind: kind, id: simPick(g, simKeyPatterns), n: g.src.intn(4)}
+	case simSetKeyRate:
+		return simOp{kind: kind, id: simPick(g, simKeyPatterns), rate: g.rate()}
 	case simSetTierLimits:
 		return simOp{kind: kind, limits: g.tierLimits()}
 	case simSubmit:
@@ -232,6 +235,19 @@ func (g *simGen) workerSpec() WorkerSpec {
 		w.LeaseTTL = simPick(g, []time.Duration{5 * time.Second, 20 * time.Second})
 	}
 	return w
+}
+
+// rate draws a key rate: mostly a few per second to per ten seconds with
+// a small burst, sometimes none (removing it), rarely an invalid one.
+func (g *simGen) rate() Rate {
+	if g.chance(20) {
+		return Rate{}
+	}
+	r := Rate{Count: 1 + g.src.intn(3), Per: simPick(g, []time.Duration{time.Second, 3 * time.Second, 10 * time.Second}), Burst: 1 + g.src.intn(3)}
+	if g.chance(4) {
+		r.Burst = 0
+	}
+	return r
 }
 
 // tierLimits draws limits for SetTierLimits, mostly valid.

@@ -136,7 +136,12 @@ type simModel struct {
 	jobs     map[string]*simJob // every job ever submitted
 	live     []*simJob          // submission order; may hold finished jobs
 	exact    map[string]int
-	patterns []simPattern // longest prefix first
+	patterns []simPattern    // longest prefix first
+	rates    map[string]Rate // by pattern, as set
+	// Per key with a rate: the rate in force and the starts since it came
+	// into force (rateOf, rateStarts).
+	rateOf     map[string]Rate
+	rateStarts map[string][]time.Time
 
 	tierRunning  []int
 	keyHolders   map[string]int
@@ -153,6 +158,7 @@ func newSimModel(now func() time.Time, tiers []Tier) *simModel {
 		now: now, tiers: slices.Clone(tiers),
 		queues: map[string]QueueSpec{}, workers: map[string]*simWorker{}, jobs: map[string]*simJob{},
 		exact: map[string]int{}, tierRunning: make([]int, len(tiers)),
+		rates: map[string]Rate{}, rateOf: map[string]Rate{}, rateStarts: map[string][]time.Time{},
 		keyHolders: map[string]int{}, groupHolders: map[string]int{},
 	}
 }
@@ -213,6 +219,59 @@ func (m *simModel) setKeyLimit(pattern string, limit int) {
 		m.patterns = append(m.patterns, simPattern{prefix, limit})
 		slices.SortStableFunc(m.patterns, func(a, b simPattern) int { return len(b.prefix) - len(a.prefix) })
 	}
+}
+
+// keyRate resolves a key's rate as SetKeyRate documents it: an exact
+// rate wins, then the one of the longest matching pattern.
+func (m *simModel) keyRate(k string) Rate {
+	if r, ok := m.rates[k]; ok {
+		return r
+	}
+	best, bestLen := Rate{}, -1
+	for p, r := range m.rates {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(k, prefix) && len(prefix) > bestLen {
+			best, bestLen = r, len(prefix)
+		}
+	}
+	return best
+}
+
+// setKeyRate records a rate; a key whose rate changes starts afresh with
+// a full bucket. Rates are kept as one token per interval (Per/Count
+// rounded up to a nanosecond), so that 3/3s and 1/1s are the same rate.
+func (m *simModel) setKeyRate(pattern string, r Rate) {
+	if r == (Rate{}) {
+		delete(m.rates, pattern)
+	} else {
+		interval := (r.Per + time.Duration(r.Count) - 1) / time.Duration(r.Count)
+		m.rates[pattern] = Rate{Count: 1, Per: interval, Burst: r.Burst}
+	}
+	for _, k := range simKeys {
+		if now := m.keyRate(k); now != m.rateOf[k] {
+			m.rateOf[k] = now
+			delete(m.rateStarts, k)
+		}
+	}
+}
+
+// rateBlock says why one more start of key k now would break its rate:
+// with one token every interval (Per/Count rounded up to a nanosecond),
+// no window may hold more than Burst + its length/interval starts.
+func (m *simModel) rateBlock(k string) error {
+	r := m.rateOf[k]
+	if r == (Rate{}) {
+		return nil
+	}
+	interval := (r.Per + time.Duration(r.Count) - 1) / time.Duration(r.Count)
+	starts := m.rateStarts[k]
+	now := m.now()
+	for i, at := range starts {
+		n := len(starts) - i + 1 // the starts from at on, this one included
+		if allowed := r.Burst + int(now.Sub(at)/interval); n > allowed {
+			return fmt.Errorf("key %s: %d starts within %v, rate %d/%v burst %d allows %d", k, n, now.Sub(at), r.Count, r.Per, r.Burst, allowed)
+		}
+	}
+	return nil
 }
 
 // tierLimits derives each tier's limit as Tier documents it: tier 0 is
@@ -294,6 +353,9 @@ func (m *simModel) release(j *simJob) {
 func (m *simModel) hold(j *simJob, delta int) {
 	for _, k := range j.keys {
 		m.keyHolders[k] += delta
+		if delta > 0 && m.rateOf[k] != (Rate{}) {
+			m.rateStarts[k] = append(m.rateStarts[k], m.now())
+		}
 	}
 	if j.spec.Group != "" {
 		m.groupHolders[j.spec.Group] += delta
@@ -587,6 +649,9 @@ func (m *simModel) gateBlock(j *simJob) error {
 	for _, k := range j.keys {
 		if n, l := m.keyHolders[k], m.keyLimit(k); n >= l {
 			return fmt.Errorf("key %s already has %d running holders, limit %d", k, n, l)
+		}
+		if err := m.rateBlock(k); err != nil {
+			return err
 		}
 	}
 	if g := j.spec.Group; g != "" && m.groupHolders[g] > 0 {

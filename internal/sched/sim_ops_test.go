@@ -27,6 +27,7 @@ const (
 	simTick
 	simRemoveQueue
 	simEstimates
+	simSetKeyRate
 )
 
 // simOp is one operation with every argument resolved, so that the list of
@@ -42,6 +43,7 @@ type simOp struct {
 	outcome Outcome
 	limits  []int
 	dt      time.Duration
+	rate    Rate // key rate
 }
 
 // String renders the operation as one readable line.
@@ -69,6 +71,8 @@ func (op simOp) String() string {
 		return "advance " + op.dt.String()
 	case simEstimates:
 		return fmt.Sprintf("estimates %s max=%d", op.id, op.n)
+	case simSetKeyRate:
+		return fmt.Sprintf("key-rate %s=%d/%s burst %d", op.id, op.rate.Count, op.rate.Per, op.rate.Burst)
 	}
 	return simSimpleOps[op.kind] + strings.TrimSuffix(" "+op.id, " ")
 }

@@ -100,6 +100,15 @@ func (r *simRun) configure(op simOp) error {
 			return err
 		}
 		r.m.setKeyLimit(op.id, op.n)
+	case simSetKeyRate:
+		var problems []error
+		if op.rate != (Rate{}) && op.rate.Burst < 1 {
+			problems = []error{ErrInvalidRate}
+		}
+		if err := simWantErr("SetKeyRate", r.s.SetKeyRate(op.id, op.rate), problems); err != nil || problems != nil {
+			return err
+		}
+		r.m.setKeyRate(op.id, op.rate)
 	case simSetTierLimits:
 		return r.setTierLimits(op.limits)
 	case simAddWorker:

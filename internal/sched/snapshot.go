@@ -44,11 +44,18 @@ type QueueUsage struct {
 }
 
 // KeyUsage is a key's (or group's) running holders and limit (0: none).
+// A key with a rate has Rated set, the Tokens its bucket holds now and,
+// when it is not full, when the next token is due (NextToken). The rate
+// fields stay out of JSON (the dashboard sends KeyUsage as it is; rates
+// are a /v1 matter, whose stats carry them).
 type KeyUsage struct {
-	Key     string
-	Running int
-	Limit   int
-	Queued  int
+	Key       string
+	Running   int
+	Limit     int
+	Queued    int
+	Rated     bool      `json:"-"`
+	Tokens    int       `json:"-"`
+	NextToken time.Time `json:"-"`
 }
 
 // WorkerUsage is a worker's load.
@@ -78,8 +85,8 @@ func (s *Scheduler) Snapshot() Snapshot {
 		snap.Delayed += q.delayed
 		snap.Running += q.running
 	}
-	snap.Keys = gateUsage(s.keyGates, queued)
-	snap.Groups = gateUsage(s.groups, queued)
+	snap.Keys = gateUsage(s.keyGates, queued, s.nowNS())
+	snap.Groups = gateUsage(s.groups, queued, 0)
 	for _, w := range s.workers {
 		snap.Workers = append(snap.Workers, WorkerUsage{ID: w.id, Slots: w.slots, Running: len(w.jobs), Push: w.push})
 	}
@@ -128,7 +135,7 @@ func (s *Scheduler) queuedPerGate() map[*gate]int {
 	return out
 }
 
-func gateUsage(gates map[string]*gate, queued map[*gate]int) []KeyUsage {
+func gateUsage(gates map[string]*gate, queued map[*gate]int, now int64) []KeyUsage {
 	out := make([]KeyUsage, 0, len(gates))
 	for _, g := range gates {
 		if g.live == 0 && g.running == 0 {
@@ -138,7 +145,15 @@ func gateUsage(gates map[string]*gate, queued map[*gate]int) []KeyUsage {
 		if l == unlimited {
 			l = 0
 		}
-		out = append(out, KeyUsage{Key: g.name, Running: int(g.running), Limit: l, Queued: queued[g]})
+		u := KeyUsage{Key: g.name, Running: int(g.running), Limit: l, Queued: queued[g], Rated: g.rated}
+		if g.rated {
+			var next int64
+			u.Tokens, next = g.rate.tokens(now)
+			if next != 0 {
+				u.NextToken = time.Unix(0, next)
+			}
+		}
+		out = append(out, u)
 	}
 	slices.SortFunc(out, func(a, b KeyUsage) int { return cmp.Compare(a.Key, b.Key) })
 	return out

@@ -201,10 +201,10 @@ func (s *Scheduler) renew(w *worker) {
 }
 
 // Tick applies the passage of time: workers whose lease lapsed are removed
-// (EventLeaseExpired, then their jobs are retried or failed), and retries
-// whose backoff ended and scheduled jobs now due join their queues, and
-// jobs not started by their deadline are cancelled (EventExpired). Call it
-// at NextDeadline, then
+// (EventLeaseExpired, then their jobs are retried or failed), retries
+// whose backoff ended and scheduled jobs now due join their queues, jobs
+// not started by their deadline are cancelled (EventExpired), and keys
+// whose rate has a token again open. Call it at NextDeadline, then
 // Dispatch.
 func (s *Scheduler) Tick() {
 	now := s.nowNS()
@@ -223,11 +223,12 @@ func (s *Scheduler) Tick() {
 	s.expireLimits(now)
 	s.wakeDelayed(now)
 	s.expireDeadlines(now)
+	s.openDue(now)
 }
 
 // NextDeadline returns when Tick next has work: the earliest lease end,
-// retry or scheduled job's wake-up, deadline or time limit. It returns
-// the zero time when there is none.
+// retry or scheduled job's wake-up, deadline, time limit or token due for
+// a key out of them. It returns the zero time when there is none.
 func (s *Scheduler) NextDeadline() time.Time {
 	var next int64
 	for _, w := range s.workers {
@@ -247,6 +248,11 @@ func (s *Scheduler) NextDeadline() time.Time {
 	}
 	if at := s.nextLimit(); at != 0 && (next == 0 || at < next) {
 		next = at
+	}
+	if len(s.rateWake) > 0 {
+		if at := s.rateWake[0].due; next == 0 || at < next {
+			next = at
+		}
 	}
 	if next == 0 {
 		return time.Time{}

@@ -64,6 +64,9 @@ CREATE INDEX job_idempotency_keys_by_time ON job_idempotency_keys(created_at);
 -- {"value","message"}) and its JSON result.
 ALTER TABLE jobs ADD COLUMN progress TEXT;
 ALTER TABLE jobs ADD COLUMN result BLOB;
+-- Key rates: "100/s", "6000/m" or "10/h" ('' for none) and the burst.
+ALTER TABLE job_limits ADD COLUMN rate TEXT NOT NULL DEFAULT '';
+ALTER TABLE job_limits ADD COLUMN burst INTEGER NOT NULL DEFAULT 0;
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -163,14 +166,14 @@ func (s *Store) loadQueues(ctx context.Context, snap *jobs.Snapshot) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlitejobs: load queues: %w", err)
 	}
-	lrows, err := s.db.QueryContext(ctx, `SELECT pattern, lim FROM job_limits ORDER BY pattern`)
+	lrows, err := s.db.QueryContext(ctx, `SELECT pattern, lim, rate, burst FROM job_limits ORDER BY pattern`)
 	if err != nil {
 		return fmt.Errorf("sqlitejobs: load limits: %w", err)
 	}
 	defer lrows.Close()
 	for lrows.Next() {
 		var l jobtype.KeyLimit
-		if err := lrows.Scan(&l.Pattern, &l.Limit); err != nil {
+		if err := lrows.Scan(&l.Pattern, &l.Limit, &l.Rate, &l.Burst); err != nil {
 			return fmt.Errorf("sqlitejobs: load limits: %w", err)
 		}
 		snap.Limits = append(snap.Limits, l)

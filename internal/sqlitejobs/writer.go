@@ -28,9 +28,10 @@ const (
 )
 
 var statements = map[string]string{
-	"putQueue":         `INSERT INTO job_queues (name, spec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec`,
-	"deleteQueue":      `DELETE FROM job_queues WHERE name = ?`,
-	"putLimit":         `INSERT INTO job_limits (pattern, lim) VALUES (?, ?) ON CONFLICT (pattern) DO UPDATE SET lim = excluded.lim`,
+	"putQueue":    `INSERT INTO job_queues (name, spec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET spec = excluded.spec`,
+	"deleteQueue": `DELETE FROM job_queues WHERE name = ?`,
+	"putLimit": `INSERT INTO job_limits (pattern, lim, rate, burst) VALUES (?, ?, ?, ?)
+		ON CONFLICT (pattern) DO UPDATE SET lim = excluded.lim, rate = excluded.rate, burst = excluded.burst`,
 	"deleteLimit":      `DELETE FROM job_limits WHERE pattern = ?`,
 	"workflow":         insertWorkflow,
 	"insert":           insertJob,
@@ -172,10 +173,10 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 	case jobs.OpDeleteQueue:
 		return w.exec(ctx, tx, "deleteQueue", op.Name)
 	case jobs.OpPutLimit:
-		if op.Limit.Limit == 0 {
+		if op.Limit.Limit == 0 && op.Limit.Rate == "" {
 			return w.exec(ctx, tx, "deleteLimit", op.Limit.Pattern)
 		}
-		return w.exec(ctx, tx, "putLimit", op.Limit.Pattern, op.Limit.Limit)
+		return w.exec(ctx, tx, "putLimit", op.Limit.Pattern, op.Limit.Limit, op.Limit.Rate, op.Limit.Burst)
 	case jobs.OpWorkflow:
 		return w.exec(ctx, tx, "workflow", op.ID, op.Name, op.At.UnixMilli())
 	case jobs.OpInsert:

@@ -244,11 +244,19 @@ func testQueuesAndLimits(t *testing.T, open func(t *testing.T) jobs.Store) {
 		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "y*", Limit: 2}},
 		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "x", Limit: 4}},
 		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "y*", Limit: 0}},
+		// Rates: alone, with a limit, replaced, and removed with the limit.
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "api:*", Rate: "100/s", Burst: 20}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "db", Limit: 2, Rate: "10/h", Burst: 1}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "z", Rate: "6000/m", Burst: 3}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "z", Limit: 0}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "x", Limit: 4, Rate: "5/s", Burst: 2}},
+		jobs.Op{Kind: jobs.OpPutLimit, Limit: &jobtype.KeyLimit{Pattern: "x", Limit: 4}},
 	)
 	snap := load(t, s)
 	got := fmt.Sprintf("%+v %+v", snap.Queues, snap.Limits)
 	want := fmt.Sprintf("%+v %+v", []jobtype.Queue{{Name: "a", Retry: jobtype.RetryPolicy{MaxAttempts: 3, BackoffMs: 10}},
-		{Name: "b", Priority: 5, Requires: []string{"gpu"}, Order: "strict", StrictStart: true}}, []jobtype.KeyLimit{{Pattern: "x", Limit: 4}})
+		{Name: "b", Priority: 5, Requires: []string{"gpu"}, Order: "strict", StrictStart: true}}, []jobtype.KeyLimit{
+		{Pattern: "api:*", Rate: "100/s", Burst: 20}, {Pattern: "db", Limit: 2, Rate: "10/h", Burst: 1}, {Pattern: "x", Limit: 4}})
 	if got != want {
 		t.Fatalf("queues and limits\n got %s\nwant %s", got, want)
 	}

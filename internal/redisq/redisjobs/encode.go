@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/jobtype"
@@ -83,7 +84,7 @@ func (e *encoder) op(op *jobs.Op) error {
 		if op.Limit == nil {
 			return fmt.Errorf("redisjobs: put-limit change without a limit")
 		}
-		e.add("3", op.Limit.Pattern, op.Limit.Limit)
+		e.add("3", op.Limit.Pattern, limitValue(*op.Limit))
 	case jobs.OpWorkflow:
 		e.add("5", op.ID, op.Name, op.At.UnixMilli())
 		e.nextWF = max(e.nextWF, op.ID+1)
@@ -322,4 +323,37 @@ func stateCode(s jobtype.State) int {
 		}
 	}
 	return -1
+}
+
+// limitValue is a key limit as the limits hash keeps it: the concurrency
+// limit alone ("5"; "0" deletes the entry), or with a rate the limit, the
+// rate and the burst separated by spaces ("0 100/s 20").
+func limitValue(l jobtype.KeyLimit) string {
+	if l.Rate == "" {
+		return strconv.Itoa(l.Limit)
+	}
+	return strconv.Itoa(l.Limit) + " " + l.Rate + " " + strconv.Itoa(l.Burst)
+}
+
+// parseLimitValue reads a limitValue back.
+func parseLimitValue(pattern, v string) (jobtype.KeyLimit, error) {
+	l := jobtype.KeyLimit{Pattern: pattern}
+	f := strings.Fields(v)
+	var err error
+	switch len(f) {
+	case 1:
+		l.Limit, err = strconv.Atoi(f[0])
+	case 3:
+		l.Rate = f[1]
+		l.Limit, err = strconv.Atoi(f[0])
+		if err == nil {
+			l.Burst, err = strconv.Atoi(f[2])
+		}
+	default:
+		err = fmt.Errorf("want LIMIT or LIMIT RATE BURST")
+	}
+	if err != nil {
+		return l, fmt.Errorf("redisjobs: load limit %q: %q: %w", pattern, v, err)
+	}
+	return l, nil
 }

@@ -81,11 +81,11 @@ func (s *Store) loadConfig(ctx context.Context, snap *jobs.Snapshot) error {
 		return fmt.Errorf("redisjobs: load limits: %w", err)
 	}
 	for pattern, v := range limits {
-		n, err := strconv.Atoi(v)
+		l, err := parseLimitValue(pattern, v)
 		if err != nil {
-			return fmt.Errorf("redisjobs: load limit %q: %q is not an integer", pattern, v)
+			return err
 		}
-		snap.Limits = append(snap.Limits, jobtype.KeyLimit{Pattern: pattern, Limit: n})
+		snap.Limits = append(snap.Limits, l)
 	}
 	sort.Slice(snap.Limits, func(i, j int) bool { return snap.Limits[i].Pattern < snap.Limits[j].Pattern })
 	return nil
