@@ -94,53 +94,13 @@ func (s *Scheduler) Snooze(id string, attempt int, d time.Duration) Ack {
 	return Ack{Retrying: true, RetryAt: at}
 }
 
-// limitEntry is a running attempt's time limit in the limits heap: the
-// attempt is s.runs[run] while that run's startSeq is still seq.
-type limitEntry struct {
-	at  int64
+// limitRef is a running attempt's time limit in the limits heap: the
+// attempt is s.runs[run] while that run's startSeq is still seq and its
+// limitAt the entry's time. Entries whose attempt ended or whose limit
+// moved are skipped when they reach the top.
+type limitRef struct {
 	seq uint64
 	run int32
-}
-
-// limitHeap orders time limits, the earliest first. Entries are dropped
-// lazily: one whose attempt ended or whose limit moved is skipped.
-type limitHeap []limitEntry
-
-func (h *limitHeap) push(e limitEntry) {
-	*h = append(*h, e)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p].at <= a[i].at {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *limitHeap) pop() limitEntry {
-	a := *h
-	top := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && a[c+1].at < a[c].at {
-			c++
-		}
-		if a[i].at <= a[c].at {
-			break
-		}
-		a[i], a[c] = a[c], a[i]
-		i = c
-	}
-	*h = a
-	return top
 }
 
 // setLimit (re)computes the time limit of a running job, when the
@@ -160,17 +120,17 @@ func (s *Scheduler) setLimit(j *job) {
 		at = math.MaxInt64
 	}
 	r.limitAt = at
-	s.timeLimits.push(limitEntry{at: at, seq: r.startSeq, run: j.pos})
+	s.timeLimits.push(at, limitRef{seq: r.startSeq, run: j.pos})
 }
 
 // limitJob returns the running job of a limit entry, or nil when the entry
 // is stale.
-func (s *Scheduler) limitJob(e limitEntry) *job {
-	if int(e.run) >= len(s.runs) {
+func (s *Scheduler) limitJob(e timed[limitRef]) *job {
+	if int(e.v.run) >= len(s.runs) {
 		return nil
 	}
-	r := &s.runs[e.run]
-	if r.startSeq != e.seq || r.limitAt != e.at || r.worker == nil {
+	r := &s.runs[e.v.run]
+	if r.startSeq != e.v.seq || r.limitAt != e.at || r.worker == nil {
 		return nil
 	}
 	return s.jobs.At(r.job)

@@ -528,13 +528,13 @@ func (c *checker) rates() {
 	}
 	waiting := map[*gate]bool{}
 	for i, e := range s.rateWake {
-		if e.live() {
-			if s.keyGates[e.g.name] != e.g {
-				c.fail("rate wake entry %d (%s): its gate is gone", i, e.g.name)
+		if rateLive(e) {
+			if s.keyGates[e.v.name] != e.v {
+				c.fail("rate wake entry %d (%s): its gate is gone", i, e.v.name)
 			}
-			waiting[e.g] = true
+			waiting[e.v] = true
 		}
-		if p := (i - 1) / 2; i > 0 && s.rateWake[p].due > e.due {
+		if !s.rateWake.ordered(i) {
 			c.fail("rate wake entry %d is due before its parent", i)
 		}
 	}

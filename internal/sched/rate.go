@@ -148,16 +148,16 @@ func (s *Scheduler) checkDry(g *gate, now int64) bool {
 		return false
 	}
 	g.dry, g.rate.due = true, due
-	s.rateWake.push(g)
+	s.rateWake.push(due, g)
 	return true
 }
 
 // openDue opens the gates whose next token is due by now.
 func (s *Scheduler) openDue(now int64) {
-	for len(s.rateWake) > 0 && s.rateWake[0].due <= now {
-		if e := s.rateWake.pop(); e.live() {
-			e.g.dry = false
-			s.setClosed(e.g, e.g.shouldClose())
+	for len(s.rateWake) > 0 && s.rateWake[0].at <= now {
+		if e := s.rateWake.pop(); rateLive(e) {
+			e.v.dry = false
+			s.setClosed(e.v, e.v.shouldClose())
 		}
 	}
 }
@@ -209,58 +209,12 @@ func (b *rateBucket) tokens(now int64) (int, int64) {
 	return int(have), b.tat - (b.burst-have-1)*b.interval
 }
 
-// rateHeap holds the dry gates by when their next token is due, each
-// entry with its due time inline so that sifting reads no gate. An entry
-// goes stale when its gate stops being dry otherwise (its rate changed,
-// it was dropped); openDue skips stale entries, and they are few.
-type rateHeap []rateEntry
-
-type rateEntry struct {
-	due int64
-	g   *gate
-}
-
-// live says whether the entry's gate is still dry until its due time.
-// A dropped gate's counters record may hold another gate by now.
-func (e rateEntry) live() bool {
-	c := e.g.gateCounts
-	return c.g == e.g && c.dry && e.g.rate.due == e.due
-}
-
-func (h *rateHeap) push(g *gate) {
-	*h = append(*h, rateEntry{g.rate.due, g})
-	x := *h
-	for i := len(x) - 1; i > 0; {
-		p := (i - 1) / 2
-		if x[p].due <= x[i].due {
-			break
-		}
-		x[p], x[i] = x[i], x[p]
-		i = p
-	}
-}
-
-func (h *rateHeap) pop() rateEntry {
-	x := *h
-	top := x[0]
-	n := len(x) - 1
-	x[0] = x[n]
-	x[n] = rateEntry{}
-	x = x[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && x[c+1].due < x[c].due {
-			c++
-		}
-		if x[i].due <= x[c].due {
-			break
-		}
-		x[i], x[c] = x[c], x[i]
-		i = c
-	}
-	*h = x
-	return top
+// rateLive says whether an entry of the rate wake heap (the dry gates by
+// when their next token is due) is still dry until its time. An entry goes
+// stale when its gate stops being dry otherwise (its rate changed, it was
+// dropped); openDue skips stale entries, and they are few. A dropped
+// gate's counters record may hold another gate by now.
+func rateLive(e timed[*gate]) bool {
+	c := e.v.gateCounts
+	return c.g == e.v && c.dry && e.v.rate.due == e.at
 }

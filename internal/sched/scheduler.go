@@ -42,7 +42,7 @@ type Scheduler struct {
 	keyLimit    keyLimits
 	keyRate     keyTable[rateSpec]
 	rateMemo    map[string]rateMemo // buckets of dropped key gates not yet full (rate.go)
-	rateWake    rateHeap            // gates out of tokens, by when the next one is due
+	rateWake    timedHeap[*gate]    // gates out of tokens, by when the next one is due
 	reads       *gate               // mode gates: closed while the other mode runs
 	writes      *gate
 
@@ -55,7 +55,7 @@ type Scheduler struct {
 	delayed     jobHeap      // retries waiting out their backoff, keyed by ready time
 	deadlines   deadlineHeap // jobs that must start by a time, keyed by it
 	grace       func(time.Duration) time.Duration
-	timeLimits  limitHeap // time limits of running attempts (with grace)
+	timeLimits  timedHeap[limitRef] // time limits of running attempts (with grace)
 
 	seq      uint64 // ready sequence: FIFO order inside a queue
 	startSeq uint64 // counts starts; lets invariants tell old from new

@@ -250,7 +250,7 @@ func (s *Scheduler) NextDeadline() time.Time {
 		next = at
 	}
 	if len(s.rateWake) > 0 {
-		if at := s.rateWake[0].due; next == 0 || at < next {
+		if at := s.rateWake[0].at; next == 0 || at < next {
 			next = at
 		}
 	}
