@@ -4,11 +4,11 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/testclock"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -64,24 +64,6 @@ func testIdempotencyKeys(t *testing.T, open func(t *testing.T) jobs.Store) {
 	}
 }
 
-// clock is a settable clock for the engine.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // The real engine on the store, through a restart (or, for Redis, a
 // new leader): an enqueue that repeats a kept idempotency key, or an
 // unfinished unique job, gives the first job's id and creates nothing;
@@ -89,7 +71,7 @@ func (c *clock) add(d time.Duration) {
 // same enqueue creates a job again, and the expired key leaves the store.
 func testEngineDedupRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	ctx := context.Background()
-	clk := &clock{now: time.Now()}
+	clk := testclock.New(time.Now())
 	start := func() (*jobs.Engine, jobs.Store) {
 		s := open(t)
 		e, err := jobs.Open(ctx, jobs.Config{Store: s, Now: clk.Now, KeyRetention: time.Hour})
@@ -144,7 +126,7 @@ func testEngineDedupRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	onlyQueued := jobtype.JobSpec{Queue: "q", Payload: []byte(`{"a":2}`),
 		Unique: &jobtype.UniqueOpts{ByArgs: true, States: []jobtype.State{jobtype.StateQueued}}}
 	enqueue(e, []jobtype.JobSpec{onlyQueued}, []string{"5"}, nil)
-	clk.add(2 * time.Hour) // past the keys' retention
+	clk.Advance(2 * time.Hour) // past the keys' retention
 	enqueue(e, batch[:1], []string{"6"}, nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -4,40 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/testclock"
 	"github.com/usherhq/usher/jobtype"
 )
-
-// fakeClock is the engine's injected clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // handlerEngine is the real engine on a store with an injected clock.
 type handlerEngine struct {
 	t   *testing.T
 	e   *jobs.Engine
-	clk *fakeClock
+	clk *testclock.Clock
 }
 
-func openHandlerEngine(t *testing.T, s jobs.Store, clk *fakeClock) *handlerEngine {
+func openHandlerEngine(t *testing.T, s jobs.Store, clk *testclock.Clock) *handlerEngine {
 	t.Helper()
 	e, err := jobs.Open(context.Background(), jobs.Config{Store: s, Now: clk.Now, LeaseTTL: time.Hour})
 	if err != nil {
@@ -66,7 +48,7 @@ func (h *handlerEngine) complete(r jobtype.Result) jobtype.Ack {
 
 // advanceTo moves the clock to at and ticks, as Run does when woken.
 func (h *handlerEngine) advanceTo(at time.Time) {
-	h.clk.set(at)
+	h.clk.Set(at)
 	h.e.Tick(context.Background())
 }
 
@@ -84,7 +66,7 @@ func (h *handlerEngine) enqueue(spec jobtype.JobSpec) string {
 // result are kept, and a constant backoff waits exactly its base.
 func testEngineHandlerReports(t *testing.T, open func(t *testing.T) jobs.Store) {
 	ctx := context.Background()
-	clk := &fakeClock{t: time.UnixMilli(1700000500000)}
+	clk := testclock.New(time.UnixMilli(1700000500000))
 	s := open(t)
 	h := openHandlerEngine(t, s, clk)
 	if _, err := h.e.CreateQueue(ctx, jobtype.Queue{Name: "q", Active: true, Retry: jobtype.RetryPolicy{MaxAttempts: 1}}); err != nil {
@@ -164,7 +146,7 @@ func testEngineHandlerReports(t *testing.T, open func(t *testing.T) jobs.Store) 
 // by the policy. The engine's deadline is that moment exactly.
 func testEngineTimeLimit(t *testing.T, open func(t *testing.T) jobs.Store) {
 	ctx := context.Background()
-	clk := &fakeClock{t: time.UnixMilli(1700000600000)}
+	clk := testclock.New(time.UnixMilli(1700000600000))
 	h := openHandlerEngine(t, open(t), clk)
 	if _, err := h.e.CreateQueue(ctx, jobtype.Queue{Name: "q", Active: true, Retry: jobtype.RetryPolicy{MaxAttempts: 2}}); err != nil {
 		t.Fatal(err)
