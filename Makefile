@@ -74,6 +74,8 @@ imagetest: build
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/sched/
 	bash bench/cycleratio.sh -n 9
+	bash bench/cycleratio.sh -rate -n 5 -ops 300000
+	$(GO) run ./bench/ratehold -duration 60s
 	$(GO) test -run '^$$' -bench 'Protocol$$' -benchmem ./internal/backend/
 	$(GO) test -run '^$$' -bench BackendVsAsy -benchtime 30x ./internal/backend/
 	$(GO) test -run '^$$' -bench Overhead -benchtime 30x ./internal/sandbox/
@@ -83,6 +85,7 @@ bench: build
 	$(GO) test -run '^$$' -bench RenderVsAsy -benchtime 40x ./internal/service/
 	$(GO) test -run '^$$' -bench RenderCachedPostVsAsy -benchtime 300x ./internal/service/
 	$(GO) test -run '^$$' -bench 'Throughput|Pickup' -benchtime 100000x ./internal/jobsapi/
+	$(GO) test -run '^$$' -bench 'EnqueueScheduled' -benchtime 100000x -count 5 ./internal/jobs/
 	$(GO) run ./bench/asyload -backends 2 -tasks 60
 	$(GO) run ./bench/asyload -mode estimates -backends 2 -clients 40 -every 150ms -warmup 40 -runs 3
 	bash bench/estimates-redis.sh -b 2 -- -clients 40 -every 150ms -warmup 40 -runs 3
