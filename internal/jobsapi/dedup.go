@@ -3,23 +3,11 @@ package jobsapi
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"net/http"
 	"slices"
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/jobtype"
 )
-
-// readBody reads a request's body whole and leaves it readable again.
-func readBody(r *http.Request) ([]byte, error) {
-	raw, err := io.ReadAll(r.Body)
-	if err != nil {
-		return nil, bodyError(err)
-	}
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	return raw, nil
-}
 
 // emptyKeys refuses an idempotency key given as "", which decoding does
 // not tell from one left out. It decodes the body again only when a job

@@ -107,12 +107,9 @@ func (a *api) listLimits(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
-	raw, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	var body jobtype.EnqueueRequest
-	if err := decode(r, &body); err != nil {
+	raw, err := decodeRaw(r, &body)
+	if err != nil {
 		return err
 	}
 	if err := emptyKeys(raw, body.Jobs); err != nil {
@@ -187,12 +184,9 @@ func (a *api) runJobNow(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) submitWorkflow(w http.ResponseWriter, r *http.Request) error {
-	raw, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	var spec jobtype.WorkflowSpec
-	if err := decode(r, &spec); err != nil {
+	raw, err := decodeRaw(r, &spec)
+	if err != nil {
 		return err
 	}
 	if err := keysInWorkflow(raw); err != nil {

@@ -193,19 +193,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 
 // decode reads a JSON body into v, strictly: one value, no unknown fields.
 func decode(r *http.Request, v any) error {
-	var body bytes.Buffer // kept to name a time field that does not parse
-	dec := json.NewDecoder(io.TeeReader(r.Body, &body))
+	_, err := decodeRaw(r, v)
+	return err
+}
+
+// decodeRaw is decode that also returns the body, read once: a time field
+// that does not parse is named from it, and the enqueue checks read it.
+func decodeRaw(r *http.Request, v any) ([]byte, error) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if terr, ok := timeError(err, body.Bytes()); ok {
-			return terr
+		if terr, ok := timeError(err, raw); ok {
+			return nil, terr
 		}
-		return bodyError(err)
+		return nil, bodyError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &jobs.FieldError{Msg: "body holds more than one JSON value", Kind: jobs.ErrInvalid}
+		return nil, &jobs.FieldError{Msg: "body holds more than one JSON value", Kind: jobs.ErrInvalid}
 	}
-	return nil
+	return raw, nil
 }
 
 // bodyError turns a decoding error into one that names the field.
