@@ -27,7 +27,7 @@ type forecast struct {
 	// made on first use; {-1, -1} before.
 	classSteps [][2]int32
 	steps      []step
-	ends       endHeap
+	ends       timedHeap[endCursor]
 	jobs       []forecastJob
 	byTier     [][]int32 // per tier: indexes into jobs, in queue order
 	next       []int     // per tier: the first entry of byTier not started
@@ -48,10 +48,9 @@ type forecastJob struct {
 	report bool // run returns its start
 }
 
-// endCursor walks the end steps of one started job: steps[i], the next
-// one, happens at at.
+// endCursor walks the end steps of one started job: steps[i] is the
+// next one, which happens at its entry's time in the ends heap.
 type endCursor struct {
-	at   int64
 	base int64 // when the job started
 	i, n int32
 	tier int8
@@ -144,7 +143,7 @@ func (f *forecast) begin(t int64, from, to int32, tier int) {
 	}
 	f.pools[tier].started++
 	if from < to {
-		f.ends.push(endCursor{at: t + f.steps[from].at, base: t, i: from, n: to, tier: int8(tier)})
+		f.ends.push(t+f.steps[from].at, endCursor{base: t, i: from, n: to, tier: int8(tier)})
 	}
 }
 
@@ -153,10 +152,11 @@ func (f *forecast) begin(t int64, from, to int32, tier int) {
 // every started job has ended.
 func (f *forecast) endAt(t int64) {
 	for len(f.ends) > 0 && f.ends[0].at <= t {
-		c := &f.ends[0]
+		e := &f.ends[0]
+		c := &e.v
 		f.pools[c.tier].ended += f.steps[c.i].p
 		if c.i++; c.i < c.n {
-			c.at = c.base + f.steps[c.i].at
+			e.at = c.base + f.steps[c.i].at
 			f.ends.down(0)
 		} else {
 			f.ends.pop()
@@ -210,47 +210,4 @@ func (f *forecast) runSteps(class int32) [2]int32 {
 	r := [2]int32{int32(from), int32(len(f.steps))}
 	f.classSteps[class] = r
 	return r
-}
-
-// endHeap is a min-heap of end cursors by time, 4-ary as the core's other
-// heaps (arity, parent, firstChild).
-type endHeap []endCursor
-
-func (h *endHeap) push(c endCursor) {
-	*h = append(*h, c)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := parent(i)
-		if s[p].at <= s[i].at {
-			break
-		}
-		s[p], s[i] = s[i], s[p]
-		i = p
-	}
-}
-
-// pop removes the first cursor.
-func (h *endHeap) pop() {
-	s := *h
-	n := len(s) - 1
-	s[0] = s[n]
-	*h = s[:n]
-	h.down(0)
-}
-
-// down moves the cursor at i down after its time grew.
-func (h endHeap) down(i int) {
-	for {
-		m, c := i, firstChild(i)
-		for end := min(c+arity, len(h)); c < end; c++ {
-			if h[c].at < h[m].at {
-				m = c
-			}
-		}
-		if m == i {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
 }

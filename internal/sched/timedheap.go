@@ -33,22 +33,26 @@ func (h *timedHeap[T]) pop() timed[T] {
 	n := len(s) - 1
 	s[0] = s[n]
 	s[n] = timed[T]{} // let a pointer in v go
-	s = s[:n]
-	for i := 0; ; {
+	*h = s[:n]
+	h.down(0)
+	return top
+}
+
+// down moves the entry at i down after its time grew.
+func (h timedHeap[T]) down(i int) {
+	for {
 		m, c := i, firstChild(i)
-		for end := min(c+arity, n); c < end; c++ {
-			if s[c].at < s[m].at {
+		for end := min(c+arity, len(h)); c < end; c++ {
+			if h[c].at < h[m].at {
 				m = c
 			}
 		}
 		if m == i {
-			break
+			return
 		}
-		s[i], s[m] = s[m], s[i]
+		h[i], h[m] = h[m], h[i]
 		i = m
 	}
-	*h = s
-	return top
 }
 
 // ordered says whether the entry at i is not before its parent (for the
