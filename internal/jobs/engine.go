@@ -180,6 +180,23 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
+// NextDeadline is when Run next wakes (the earliest lease end, due time,
+// retry or snooze, deadline, time limit or periodic job's tick), or the zero time when nothing
+// waits for time.
+func (e *Engine) NextDeadline() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.nextDeadlineLocked()
+}
+
+func (e *Engine) nextDeadlineLocked() time.Time {
+	next := e.core.NextDeadline()
+	if !e.cronNext.IsZero() && (next.IsZero() || e.cronNext.Before(next)) {
+		next = e.cronNext
+	}
+	return next
+}
+
 func (e *Engine) tick() {
 	if err := e.Tick(context.Background()); err != nil {
 		e.logWriteFailure("jobs: writing expired leases, retries and periodic jobs", err)

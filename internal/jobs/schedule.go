@@ -139,20 +139,3 @@ func (e *Engine) RunNow(ctx context.Context, id string) (jobtype.Job, error) {
 func (e *Engine) expired(id string, at time.Time) {
 	e.finished(id, jobtype.StateCancelled, at, &jobtype.Result{ID: id, ExitCode: -1, Error: DeadlinePassed})
 }
-
-// NextDeadline is when Run next wakes (the earliest lease end, due time,
-// retry or snooze, deadline, time limit or periodic job's tick), or the zero time when nothing
-// waits for time.
-func (e *Engine) NextDeadline() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.nextDeadlineLocked()
-}
-
-func (e *Engine) nextDeadlineLocked() time.Time {
-	next := e.core.NextDeadline()
-	if !e.cronNext.IsZero() && (next.IsZero() || e.cronNext.Before(next)) {
-		next = e.cronNext
-	}
-	return next
-}
