@@ -114,6 +114,11 @@ const maxPooled = 1 << 20
 // call sends a request with in as its JSON body (nil: none) and decodes a
 // 2xx answer into out (nil: the body is discarded).
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	return c.callWith(ctx, method, path, nil, in, out)
+}
+
+// callWith is call with extra request headers.
+func (c *Client) callWith(ctx context.Context, method, path string, hdr http.Header, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -122,15 +127,23 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		}
 		body = bytes.NewReader(b)
 	}
-	return c.send(ctx, method, path, "application/json", body, out)
+	return c.sendWith(ctx, method, path, "application/json", hdr, body, out)
 }
 
 // send performs one request and decodes its answer; contentType names the
 // body's type when body is not nil.
 func (c *Client) send(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
+	return c.sendWith(ctx, method, path, contentType, nil, body, out)
+}
+
+// sendWith is send with extra request headers.
+func (c *Client) sendWith(ctx context.Context, method, path, contentType string, hdr http.Header, body io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/usherhq/usher/jobtype"
@@ -23,14 +22,15 @@ const (
 // given order; Existing marks the jobs that were there before (a repeated
 // idempotency key, or a unique job alike).
 //
-// A job without an IdempotencyKey gets a random one (32 hex digits)
-// before the first try, so that trying again after a lost answer never
-// creates a job twice: a transport error, 408, 429 or 5xx is tried again,
-// up to 5 tries with backoff (0.1 s doubling, at most 2 s), while ctx
-// lasts. The server keeps keys for 24 h by default. The jobs passed in
-// are not changed.
+// The request carries an idempotency key of its own, random (32 hex
+// digits), in its Idempotency-Key header, so that trying again after a
+// lost answer never creates a job twice: a transport error, 408, 429 or
+// 5xx is tried again with the same key, up to 5 tries with backoff (0.1 s
+// doubling, at most 2 s), while ctx lasts. The server keeps keys for 24 h
+// by default.
 func (c *Client) EnqueueAnswer(ctx context.Context, jobs ...JobSpec) (EnqueueAnswer, error) {
-	in := jobtype.EnqueueRequest{Jobs: withKeys(jobs)}
+	in := jobtype.EnqueueRequest{Jobs: jobs}
+	hdr := http.Header{jobtype.IdempotencyKeyHeader: {newKey()}}
 	var out jobtype.EnqueueAnswer
 	var err error
 	for try := 0; try < enqueueTries; try++ {
@@ -38,27 +38,12 @@ func (c *Client) EnqueueAnswer(ctx context.Context, jobs ...JobSpec) (EnqueueAns
 			return out, err
 		}
 		out = jobtype.EnqueueAnswer{}
-		err = c.call(ctx, http.MethodPost, "/v1/jobs", in, &out)
+		err = c.callWith(ctx, http.MethodPost, "/v1/jobs", hdr, in, &out)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return out, err
 		}
 	}
 	return out, err
-}
-
-// withKeys returns jobs, copied, with a fresh idempotency key in each
-// that has none.
-func withKeys(jobs []JobSpec) []JobSpec {
-	if !slices.ContainsFunc(jobs, func(j JobSpec) bool { return j.IdempotencyKey == "" }) {
-		return jobs
-	}
-	out := slices.Clone(jobs)
-	for i := range out {
-		if out[i].IdempotencyKey == "" {
-			out[i].IdempotencyKey = newKey()
-		}
-	}
-	return out
 }
 
 // newKey is a random idempotency key.

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/usherhq/usher/client"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // lostAnswerTransport is a fault the real parts cannot produce on
@@ -20,6 +22,8 @@ import (
 type lostAnswerTransport struct {
 	lose atomic.Int32
 	sent atomic.Int32 // enqueue requests that reached the server
+	mu   sync.Mutex
+	keys []string // the Idempotency-Key of each enqueue request
 }
 
 func (l *lostAnswerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -28,6 +32,9 @@ func (l *lostAnswerTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		return resp, err
 	}
 	l.sent.Add(1)
+	l.mu.Lock()
+	l.keys = append(l.keys, req.Header.Get(jobtype.IdempotencyKeyHeader))
+	l.mu.Unlock()
 	if l.lose.Add(-1) >= 0 {
 		resp.Body.Close()
 		return nil, errors.New("connection reset by peer (answer lost by the test)")
@@ -36,7 +43,7 @@ func (l *lostAnswerTransport) RoundTrip(req *http.Request) (*http.Response, erro
 }
 
 // When the answer of an enqueue is lost after the server created the
-// jobs, the client tries again with the same idempotency keys it chose:
+// jobs, the client tries again with the same request key it chose:
 // the jobs exist once, and the ids it returns are theirs.
 func TestEnqueueRetryAfterALostAnswerCreatesNothingTwice(t *testing.T) {
 	srv := jobsapitest.Start(t)
@@ -65,11 +72,11 @@ func TestEnqueueRetryAfterALostAnswerCreatesNothingTwice(t *testing.T) {
 	if len(page.Jobs) != 2 {
 		t.Fatalf("the server holds %d jobs; want 2", len(page.Jobs))
 	}
-	if k := page.Jobs[0].IdempotencyKey; len(k) != 32 || strings.Trim(k, "0123456789abcdef") != "" {
-		t.Fatalf("key the client chose = %q; want 32 hex digits", k)
+	if k := tr.keys; len(k[0]) != 32 || strings.Trim(k[0], "0123456789abcdef") != "" || k[1] != k[0] || k[2] != k[0] {
+		t.Fatalf("request keys of the three tries = %q; want one key of 32 hex digits", k)
 	}
-	if page.Jobs[1].IdempotencyKey != "mine" || specs[0].IdempotencyKey != "" {
-		t.Fatalf("the caller's key was replaced (%q), or its spec changed (%q)", page.Jobs[1].IdempotencyKey, specs[0].IdempotencyKey)
+	if page.Jobs[0].IdempotencyKey != "" || page.Jobs[1].IdempotencyKey != "mine" {
+		t.Fatalf("jobs' keys = %q, %q; want none (the key is the request's) and the caller's", page.Jobs[0].IdempotencyKey, page.Jobs[1].IdempotencyKey)
 	}
 	// A refusal is not tried again.
 	tr.sent.Store(0)

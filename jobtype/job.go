@@ -111,6 +111,11 @@ type Progress struct {
 // Finished reports whether the job is in a final state.
 func (j Job) Finished() bool { return j.State.Final() }
 
+// IdempotencyKeyHeader is the header of POST /v1/jobs that gives the
+// request an idempotency key of its own: a repeat of the request while
+// the key is kept creates nothing and answers the first request's ids.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
 // EnqueueRequest is the body of POST /v1/jobs: jobs submitted all or none.
 type EnqueueRequest struct {
 	Jobs []JobSpec `json:"jobs"`

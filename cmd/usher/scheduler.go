@@ -80,7 +80,7 @@ which every queue server's /dashboard shows; --listen also answers
 	f.StringVar(&o.advertise, "advertise", "", "host:port the queue servers reach --listen at (default: the listen address)")
 	f.StringVar(&o.jobTiers, "job-tiers", o.jobTiers, "duration tiers of generic jobs, fastest first: name=duration[@limit|@share%],...")
 	f.DurationVar(&o.agentLease, "agent-lease", 30*time.Second, "how long an agent's lease lasts after each call")
-	f.DurationVar(&o.keyRetention, "idempotency-key-retention", jobs.DefaultKeyRetention, "how long a job's idempotency key is kept after its enqueue")
+	f.DurationVar(&o.keyRetention, "idempotency-key-retention", jobs.DefaultKeyRetention, "how long an idempotency key (a job's or a request's) is kept after its enqueue")
 	f.Var(&o.maxBody, "max-body", "largest /v1 request body")
 	f.StringVar(&o.adminToken, "admin-token", "", "make this string an admin token of /v1 (at least 16 characters)")
 	f.StringVar(&o.adminTokenFile, "admin-token-file", "usher-admin.token", "where a new admin token is written when none exists")

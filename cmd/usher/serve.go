@@ -122,7 +122,7 @@ aborts them.`,
 	f.StringVar(&cfg.Jobs.AdminTokenFile, "admin-token-file", "", "where a new admin token is written on first start (default: usher-admin.token beside --data)")
 	f.Var(&o.jobsMaxBody, "max-body", "largest /v1 request body")
 	f.DurationVar(&cfg.Jobs.Retention, "job-retention", 7*24*time.Hour, "how long finished jobs are kept (0: for good)")
-	f.DurationVar(&cfg.Jobs.KeyRetention, "idempotency-key-retention", jobs.DefaultKeyRetention, "how long a job's idempotency key is kept after its enqueue")
+	f.DurationVar(&cfg.Jobs.KeyRetention, "idempotency-key-retention", jobs.DefaultKeyRetention, "how long an idempotency key (a job's or a request's) is kept after its enqueue")
 	f.StringVar(&cfg.Redis.URL, "redis", "", "run as a queue server of multi-node mode on this Redis (docs/redis.md): redis://host:port, ?cluster=true or ?master=NAME")
 	f.StringVar(&cfg.Redis.Prefix, "redis-prefix", redisq.DefaultPrefix, "prefix of every Redis key (a {hash tag} keeps them in one Cluster slot)")
 	f.StringVar(&cfg.Redis.Node, "node", redisq.DefaultNode(), "this process's name in multi-node mode")

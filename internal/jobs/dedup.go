@@ -28,12 +28,19 @@ const DefaultKeyRetention = 24 * time.Hour
 // most this often.
 const keyPruneEvery = time.Minute
 
-// IdemKey is a kept idempotency key: the job it created, and when.
+// IdemKey is a kept idempotency key: a job's, with the job it created,
+// or an enqueue request's, with the jobs of its answer; and when.
 type IdemKey struct {
 	Key string
-	Job int64
+	Job int64 // a job's key: the job
 	At  time.Time
+	// Jobs are a request key's answer, in order (requestkey.go); nil for
+	// a job's key.
+	Jobs []IDRun
 }
+
+// isRequest tells a request's key from a job's.
+func (k IdemKey) isRequest() bool { return k.Jobs != nil }
 
 // unfinishedStates are the states unique.states may name; "scheduled"
 // (a job waiting for its runAt) counts once jobs can be in it.
@@ -42,7 +49,8 @@ var unfinishedStates = []jobtype.State{jobtype.StateWaiting, jobtype.StateDelaye
 
 // dedup is the engine's memory of idempotency keys and unique jobs.
 type dedup struct {
-	keys      map[string]IdemKey // live keys
+	keys      map[string]IdemKey // live keys of jobs
+	requests  map[string]IdemKey // live keys of requests
 	fifo      []IdemKey          // every key as it came, oldest first, for expiry
 	unique    map[string][]string
 	lastPrune time.Time
@@ -156,7 +164,11 @@ func (e *Engine) expireKeysLocked(now time.Time) {
 	i := 0
 	for i < len(d.fifo) && d.fifo[i].At.Before(cut) {
 		k := d.fifo[i]
-		if cur, ok := d.keys[k.Key]; ok && cur.Job == k.Job {
+		if k.isRequest() {
+			if cur, ok := d.requests[k.Key]; ok && cur.At.Equal(k.At) {
+				delete(d.requests, k.Key)
+			}
+		} else if cur, ok := d.keys[k.Key]; ok && cur.Job == k.Job {
 			delete(d.keys, k.Key)
 		}
 		i++
@@ -217,12 +229,16 @@ func (b *batchDedup) remember(sp *jobtype.JobSpec, uk string, i int) {
 	}
 }
 
-// addKeyLocked keeps a created job's idempotency key.
+// addKeyLocked keeps a created job's or a request's idempotency key.
 func (e *Engine) addKeyLocked(k IdemKey) {
-	if e.dd.keys == nil {
-		e.dd.keys = map[string]IdemKey{}
+	m := &e.dd.keys
+	if k.isRequest() {
+		m = &e.dd.requests
 	}
-	e.dd.keys[k.Key] = k
+	if *m == nil {
+		*m = map[string]IdemKey{}
+	}
+	(*m)[k.Key] = k
 	e.dd.fifo = append(e.dd.fifo, k)
 }
 

@@ -47,7 +47,8 @@ type Snapshot struct {
 	NextWorkflow int64
 	Crons        []CronRecord // periodic jobs, sorted by name
 	// Keys are the idempotency keys kept: an insert whose spec has one
-	// keeps it (key, job id, creation time) until an OpPruneKeys.
+	// keeps it (key, job id, creation time), and an OpKeepKey a request's
+	// (key, its jobs, creation time), until an OpPruneKeys.
 	Keys []IdemKey
 }
 
@@ -102,6 +103,7 @@ const (
 	OpPruneKeys                     // At: idempotency keys kept since before At are deleted
 	OpSnooze                        // ID, Attempt (the attempts that count), At (when it may run): a running job snoozed
 	OpProgress                      // ID, Progress: a running job's latest progress
+	OpKeepKey                       // Key: an enqueue request's idempotency key, kept with its jobs' ids
 )
 
 // Op is one change to durable state.
@@ -120,4 +122,6 @@ type Op struct {
 	Cron    *CronRecord
 	// Progress is the progress of OpProgress.
 	Progress *jobtype.Progress
+	// Key is the request key of OpKeepKey.
+	Key *IdemKey
 }

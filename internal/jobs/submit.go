@@ -27,9 +27,20 @@ func (e *Engine) Enqueue(ctx context.Context, specs []jobtype.JobSpec) ([]string
 // unique job creates nothing, and its id is the existing job's
 // (Existing says which).
 func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jobtype.EnqueueAnswer, error) {
+	return e.EnqueueKeyed(ctx, "", specs)
+}
+
+// EnqueueKeyed is EnqueueAnswer for a request with an idempotency key of
+// its own (none if key is ""): a repeat of a kept key answers the first
+// request's ids, every one existing, and creates nothing; a repeat with
+// another number of jobs is a conflict.
+func (e *Engine) EnqueueKeyed(ctx context.Context, key string, specs []jobtype.JobSpec) (jobtype.EnqueueAnswer, error) {
 	var ans jobtype.EnqueueAnswer
 	if len(specs) == 0 {
 		return ans, invalid("jobs", "empty")
+	}
+	if err := checkRequestKey(key); err != nil {
+		return ans, err
 	}
 	e.mu.Lock()
 	now := e.cfg.Now()
@@ -39,6 +50,14 @@ func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jo
 		e.flushLocked()
 		e.mu.Unlock()
 		return jobtype.EnqueueAnswer{}, err
+	}
+	if key != "" {
+		if ans, ok, err := e.replayLocked(key, len(specs)); err != nil {
+			return fail(err)
+		} else if ok {
+			// Answer once the first request's jobs are durable.
+			return ans, e.commit(ctx)
+		}
 	}
 	first := e.nextJob
 	ids := make([]string, len(specs))
@@ -70,23 +89,23 @@ func (e *Engine) EnqueueAnswer(ctx context.Context, specs []jobtype.JobSpec) (jo
 		recs, core, uks = append(recs, r), append(core, cs), append(uks, uk)
 	}
 	ans.IDs = ids
-	if len(core) == 0 {
-		// Every job existed: answer once they are durable, as their own
-		// enqueue may still be waiting for the store.
-		return ans, e.commit(ctx)
-	}
-	if err := e.submitLocked(core, nil); err != nil {
-		return fail(err)
-	}
-	e.nextJob += int64(len(recs))
-	for i, r := range recs {
-		e.addLive(r, core[i].After)
-		e.addUniqueLocked(e.live[core[i].ID], uks[i])
-		if k := r.Spec.IdempotencyKey; k != "" {
-			e.addKeyLocked(IdemKey{Key: k, Job: r.ID, At: r.CreatedAt})
+	// When every job existed, the answer still waits until they are
+	// durable, as their own enqueue may be waiting for the store.
+	if len(core) > 0 {
+		if err := e.submitLocked(core, nil); err != nil {
+			return fail(err)
 		}
+		e.nextJob += int64(len(recs))
+		for i, r := range recs {
+			e.addLive(r, core[i].After)
+			e.addUniqueLocked(e.live[core[i].ID], uks[i])
+			if k := r.Spec.IdempotencyKey; k != "" {
+				e.addKeyLocked(IdemKey{Key: k, Job: r.ID, At: r.CreatedAt})
+			}
+		}
+		e.afterChangeLocked()
 	}
-	e.afterChangeLocked()
+	e.keepRequestKeyLocked(key, ids, now)
 	return ans, e.commit(ctx)
 }
 

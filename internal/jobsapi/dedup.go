@@ -3,6 +3,8 @@ package jobsapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/usherhq/usher/internal/jobs"
@@ -57,4 +59,21 @@ func givenKeys(raw []byte, f func(i int, key string) error) error {
 		}
 	}
 	return nil
+}
+
+// requestKey is the request's own idempotency key, from its
+// Idempotency-Key header ("" when there is none); the header given empty
+// or twice is refused.
+func requestKey(r *http.Request) (string, error) {
+	vals := r.Header.Values(jobs.RequestKeyField)
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", &jobs.FieldError{Field: jobs.RequestKeyField, Msg: "given more than once", Kind: jobs.ErrInvalid}
+	case vals[0] == "":
+		return "", &jobs.FieldError{Field: jobs.RequestKeyField, Kind: jobs.ErrInvalid,
+			Msg: fmt.Sprintf("empty: a key is 1-%d bytes (leave the header out for none)", jobs.MaxIdempotencyKey)}
+	}
+	return vals[0], nil
 }

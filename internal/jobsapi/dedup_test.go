@@ -1,7 +1,10 @@
 package jobsapi_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -165,5 +168,92 @@ func TestBadIdempotencyAndUniqueFields(t *testing.T) {
 	// The key of a refused request was not kept.
 	if ans := enqueueAnswer(t, s, map[string]any{"queue": "q", "idempotencyKey": "new"}); ans.Existing != nil {
 		t.Fatalf("key of a refused batch = %v %v; want a new job", ans.IDs, ans.Existing)
+	}
+}
+
+// keyedEnqueue posts jobs with the request's Idempotency-Key header
+// values (none when keys is empty) and returns the status and answer.
+func keyedEnqueue(t *testing.T, s *jobsapitest.Server, keys []string, jobs ...map[string]any) (int, []byte) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"jobs": jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest("POST", s.URL+"/v1/jobs", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	for _, k := range keys {
+		req.Header.Add(jobtype.IdempotencyKeyHeader, k)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// A request's own idempotency key (the Idempotency-Key header) stands for
+// all its jobs: a repeat, also after a restart, answers the first
+// request's ids, every one existing, even when some of them were jobs
+// that existed before the first request; a repeat with another number of
+// jobs is a conflict, and a bad header a 400; neither changes anything.
+func TestRequestIdempotencyKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usher.db")
+	s := jobsapitest.StartAt(t, path, jobsapitest.Options{})
+	queue(t, s, map[string]any{"name": "q"})
+	enqueue(t, s, map[string]any{"queue": "q", "idempotencyKey": "old"}) // job 1
+	batch := []map[string]any{{"queue": "q"}, {"queue": "q", "idempotencyKey": "old"}, {"queue": "q"}, {"queue": "q"}}
+	answer := func(s *jobsapitest.Server, keys []string, want int, jobs ...map[string]any) jobtype.EnqueueAnswer {
+		t.Helper()
+		status, raw := keyedEnqueue(t, s, keys, jobs...)
+		if status != want {
+			t.Fatalf("enqueue with %q = %d %s; want %d", keys, status, raw, want)
+		}
+		var ans jobtype.EnqueueAnswer
+		_ = json.Unmarshal(raw, &ans)
+		return ans
+	}
+	first := answer(s, []string{"batch-7"}, 201, batch...)
+	if want := []string{"2", "1", "3", "4"}; !slices.Equal(first.IDs, want) || !slices.Equal(first.Existing, []bool{false, true, false, false}) {
+		t.Fatalf("first request = %v %v; want %v with job 1 existing", first.IDs, first.Existing, want)
+	}
+	allExisting := []bool{true, true, true, true}
+	if again := answer(s, []string{"batch-7"}, 201, batch...); !slices.Equal(again.IDs, first.IDs) || !slices.Equal(again.Existing, allExisting) {
+		t.Fatalf("repeat = %v %v; want %v, all existing", again.IDs, again.Existing, first.IDs)
+	}
+	bad := []struct {
+		name    string
+		keys    []string
+		jobs    []map[string]any
+		status  int
+		mention string
+	}{
+		{"other job count", []string{"batch-7"}, batch[:2], 409, "was used by an earlier request of 4 jobs; this one has 2"},
+		{"empty", []string{""}, batch[:1], 400, "Idempotency-Key: empty"},
+		{"twice", []string{"a", "b"}, batch[:1], 400, "Idempotency-Key: given more than once"},
+		{"too long", []string{strings.Repeat("k", 201)}, batch[:1], 400, "Idempotency-Key: 201 bytes, over the limit of 200"},
+	}
+	for _, c := range bad {
+		status, raw := keyedEnqueue(t, s, c.keys, c.jobs...)
+		if status != c.status || !strings.Contains(string(raw), c.mention) {
+			t.Errorf("%s: = %d %s; want %d mentioning %q", c.name, status, raw, c.status, c.mention)
+		}
+	}
+	if n := jobCount(t, s); n != 4 {
+		t.Fatalf("%d jobs; want 4", n)
+	}
+
+	copyPath := filepath.Join(t.TempDir(), "copy.db")
+	copyDB(t, path, copyPath) // as a crash would leave it
+	r := jobsapitest.StartAt(t, copyPath, jobsapitest.Options{})
+	if again := answer(r, []string{"batch-7"}, 201, batch...); !slices.Equal(again.IDs, first.IDs) || !slices.Equal(again.Existing, allExisting) {
+		t.Fatalf("repeat after a restart = %v %v; want %v, all existing", again.IDs, again.Existing, first.IDs)
+	}
+	if other := answer(r, []string{"batch-8"}, 201, batch[0]); !slices.Equal(other.IDs, []string{"5"}) {
+		t.Fatalf("another key after a restart = %v; want a new job 5", other.IDs)
 	}
 }

@@ -115,7 +115,11 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err := emptyKeys(raw, body.Jobs); err != nil {
 		return err
 	}
-	ans, err := a.Engine.EnqueueAnswer(r.Context(), body.Jobs)
+	key, err := requestKey(r)
+	if err != nil {
+		return err
+	}
+	ans, err := a.Engine.EnqueueKeyed(r.Context(), key, body.Jobs)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,11 @@ ALTER TABLE jobs ADD COLUMN result BLOB;
 -- Key rates: "100/s", "6000/m" or "10/h" ('' for none) and the burst.
 ALTER TABLE job_limits ADD COLUMN rate TEXT NOT NULL DEFAULT '';
 ALTER TABLE job_limits ADD COLUMN burst INTEGER NOT NULL DEFAULT 0;
+`, `
+-- Idempotency keys of enqueue requests: the request's job ids in order,
+-- as runs "first+count" joined by commas (jobs.FormatRuns).
+CREATE TABLE job_request_keys (key TEXT PRIMARY KEY, jobs TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX job_request_keys_by_time ON job_request_keys(created_at);
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -364,24 +369,39 @@ func (s *Store) loadCrons(ctx context.Context, snap *jobs.Snapshot) error {
 	return rows.Err()
 }
 
-// loadKeys reads the idempotency keys kept.
+// loadKeys reads the idempotency keys kept, of jobs and of requests.
 func (s *Store) loadKeys(ctx context.Context, snap *jobs.Snapshot) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT key, job, created_at FROM job_idempotency_keys ORDER BY created_at`)
-	if err != nil {
+	if err := s.scanKeys(ctx, snap); err != nil {
 		return fmt.Errorf("sqlitejobs: load idempotency keys: %w", err)
+	}
+	return nil
+}
+
+// keysQuery lists both kinds of keys, a job's with its job and a
+// request's with its jobs' runs.
+const keysQuery = `SELECT key, job, '', created_at FROM job_idempotency_keys
+	UNION ALL SELECT key, 0, jobs, created_at FROM job_request_keys ORDER BY created_at`
+
+func (s *Store) scanKeys(ctx context.Context, snap *jobs.Snapshot) error {
+	rows, err := s.db.QueryContext(ctx, keysQuery)
+	if err != nil {
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var k jobs.IdemKey
+		var runs string
 		var at int64
-		if err := rows.Scan(&k.Key, &k.Job, &at); err != nil {
-			return fmt.Errorf("sqlitejobs: load idempotency keys: %w", err)
+		if err := rows.Scan(&k.Key, &k.Job, &runs, &at); err != nil {
+			return err
+		}
+		if runs != "" {
+			if k.Jobs, err = jobs.ParseRuns(runs); err != nil {
+				return err
+			}
 		}
 		k.At = time.UnixMilli(at)
 		snap.Keys = append(snap.Keys, k)
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlitejobs: load idempotency keys: %w", err)
-	}
-	return nil
+	return rows.Err()
 }

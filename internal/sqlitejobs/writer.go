@@ -60,6 +60,9 @@ var statements = map[string]string{
 	"key": `INSERT INTO job_idempotency_keys (key, job, created_at) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET job = excluded.job, created_at = excluded.created_at`,
 	"pruneKeys": `DELETE FROM job_idempotency_keys WHERE created_at < ?`,
+	"requestKey": `INSERT INTO job_request_keys (key, jobs, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET jobs = excluded.jobs, created_at = excluded.created_at`,
+	"pruneRequestKeys": `DELETE FROM job_request_keys WHERE created_at < ?`,
 	"reset": `UPDATE jobs SET state = 0, attempt = 0, agent = NULL, ready_at = NULL, started_at = NULL,
 		finished_at = NULL, exit_code = NULL, output = NULL, error = NULL, progress = NULL, result = NULL WHERE id = ?`,
 	"putCron":    `INSERT INTO job_crons (name, rec) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET rec = excluded.rec`,
@@ -187,8 +190,13 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 			return w.exec(ctx, tx, "key", k, op.Record.ID, op.Record.CreatedAt.UnixMilli())
 		}
 		return nil
+	case jobs.OpKeepKey:
+		return w.exec(ctx, tx, "requestKey", op.Key.Key, jobs.FormatRuns(op.Key.Jobs), op.Key.At.UnixMilli())
 	case jobs.OpPruneKeys:
-		return w.exec(ctx, tx, "pruneKeys", op.At.UnixMilli())
+		if err := w.exec(ctx, tx, "pruneKeys", op.At.UnixMilli()); err != nil {
+			return err
+		}
+		return w.exec(ctx, tx, "pruneRequestKeys", op.At.UnixMilli())
 	case jobs.OpStart:
 		return w.exec(ctx, tx, "start", op.Attempt, op.Agent, op.At.UnixMilli(), op.ID)
 	case jobs.OpRequeue:

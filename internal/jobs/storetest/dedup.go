@@ -21,7 +21,7 @@ func keyed(id int64, key string, at time.Time) jobs.Op {
 }
 
 // loadKeys reopens the store and lists the keys Load gives, as
-// "key=id@unixms".
+// "key=id@unixms", or "key=request runs@unixms" for a request's key.
 func loadKeys(t *testing.T, s jobs.Store) []string {
 	t.Helper()
 	snap, err := s.Load(context.Background())
@@ -30,7 +30,11 @@ func loadKeys(t *testing.T, s jobs.Store) []string {
 	}
 	var out []string
 	for _, k := range snap.Keys {
-		out = append(out, k.Key+"="+strconv.FormatInt(k.Job, 10)+"@"+strconv.FormatInt(k.At.UnixMilli(), 10))
+		v := strconv.FormatInt(k.Job, 10)
+		if k.Jobs != nil {
+			v = "request " + jobs.FormatRuns(k.Jobs)
+		}
+		out = append(out, k.Key+"="+v+"@"+strconv.FormatInt(k.At.UnixMilli(), 10))
 	}
 	slices.Sort(out)
 	return out
@@ -45,11 +49,14 @@ func testIdempotencyKeys(t *testing.T, open func(t *testing.T) jobs.Store) {
 	t0 := time.UnixMilli(1700000000000)
 	Apply(t, s, keyed(1, "a", t0), keyed(2, "b", t0.Add(time.Second)), Insert(3), keyed(4, "c", t0.Add(2*time.Second)))
 	Apply(t, s, keyed(5, "a", t0.Add(3*time.Second)))
+	// A request's key lives apart from the jobs' keys, even under the
+	// same name.
+	Apply(t, s, jobs.Op{Kind: jobs.OpKeepKey, Key: &jobs.IdemKey{Key: "a", At: t0.Add(time.Second), Jobs: []jobs.IDRun{{First: 1, N: 2}, {First: 4, N: 1}}}})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = open(t)
-	want := []string{"a=5@1700000003000", "b=2@1700000001000", "c=4@1700000002000"}
+	want := []string{"a=5@1700000003000", "a=request 1+2,4+1@1700000001000", "b=2@1700000001000", "c=4@1700000002000"}
 	if got := loadKeys(t, s); !slices.Equal(got, want) {
 		t.Fatalf("keys after a reopen = %v; want %v", got, want)
 	}
@@ -102,18 +109,30 @@ func testEngineDedupRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 			t.Fatalf("enqueue = %v %v; want %v %v", ans.IDs, ans.Existing, ids, existing)
 		}
 	}
+	request := func(e *jobs.Engine, ids []string, existing []bool) {
+		t.Helper()
+		ans, err := e.EnqueueKeyed(ctx, "r1", []jobtype.JobSpec{{Queue: "q", Payload: []byte(`9`)}, batch[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ans.IDs, ids) || !slices.Equal(ans.Existing, existing) {
+			t.Fatalf("request r1 = %v %v; want %v %v", ans.IDs, ans.Existing, ids, existing)
+		}
+	}
 	enqueue(e, batch, []string{"1", "1", "2", "2", "3"}, []bool{false, true, false, true, false})
+	request(e, []string{"4", "1"}, []bool{false, true})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	e, s = start()
 	enqueue(e, batch, []string{"1", "1", "2", "2", "3"}, []bool{true, true, true, true, true})
-	if got := states(t, e); len(got) != 3 {
-		t.Fatalf("jobs after repeating the batch: %v; want the first 3 only", got)
+	request(e, []string{"4", "1"}, []bool{true, true})
+	if got := states(t, e); len(got) != 4 {
+		t.Fatalf("jobs after repeating the batch and the request: %v; want the first 4 only", got)
 	}
 	// Job 2 finishes: a unique job alike may be created again.
-	got := lease(t, e, "agent", 3)
+	got := lease(t, e, "agent", 4)
 	for _, j := range got {
 		if j.ID == "2" {
 			if _, err := e.Complete(ctx, "agent", []jobtype.Result{{ID: j.ID, Attempt: j.Attempt}}); err != nil {
@@ -121,20 +140,20 @@ func testEngineDedupRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 			}
 		}
 	}
-	enqueue(e, batch[2:4], []string{"4", "4"}, []bool{false, true})
+	enqueue(e, batch[2:4], []string{"5", "5"}, []bool{false, true})
 	// Running job 3 counts only when "running" is among the states.
 	onlyQueued := jobtype.JobSpec{Queue: "q", Payload: []byte(`{"a":2}`),
 		Unique: &jobtype.UniqueOpts{ByArgs: true, States: []jobtype.State{jobtype.StateQueued}}}
-	enqueue(e, []jobtype.JobSpec{onlyQueued}, []string{"5"}, nil)
+	enqueue(e, []jobtype.JobSpec{onlyQueued}, []string{"6"}, nil)
 	clk.Advance(2 * time.Hour) // past the keys' retention
-	enqueue(e, batch[:1], []string{"6"}, nil)
+	enqueue(e, batch[:1], []string{"7"}, nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	e, s = start()
-	enqueue(e, batch[:2], []string{"6", "6"}, []bool{true, true})
-	if keys := loadKeys(t, s); len(keys) != 1 || keys[0][:5] != "k1=6@" {
-		t.Fatalf("keys in the store = %v; want k1 of job 6 alone (the expired one pruned)", keys)
+	enqueue(e, batch[:2], []string{"7", "7"}, []bool{true, true})
+	if keys := loadKeys(t, s); len(keys) != 1 || keys[0][:5] != "k1=7@" {
+		t.Fatalf("keys in the store = %v; want k1 of job 7 alone (the expired ones pruned)", keys)
 	}
 }

@@ -96,9 +96,15 @@ func (e *encoder) op(op *jobs.Op) error {
 		return e.reset(op)
 	case jobs.OpPutCron, jobs.OpDeleteCron, jobs.OpFireCron:
 		return e.cron(op)
+	case jobs.OpKeepKey:
+		if op.Key == nil {
+			return fmt.Errorf("redisjobs: keep-key change without a key")
+		}
+		e.add("10", op.Key.Key, jobs.FormatRuns(op.Key.Jobs), op.Key.At.UnixMilli())
+		e.keys = append(e.keys, e.n.reqs, e.n.reqsAt)
 	case jobs.OpPruneKeys:
-		e.add("11", op.At.UnixMilli())
-		e.keys = append(e.keys, e.n.idem, e.n.idemAt)
+		e.add("11", op.At.UnixMilli(), "11", op.At.UnixMilli())
+		e.keys = append(e.keys, e.n.idem, e.n.idemAt, e.n.reqs, e.n.reqsAt)
 	case jobs.OpSnooze:
 		e.add("a", op.ID, op.Attempt, op.At.UnixMilli())
 		e.job(op.ID)

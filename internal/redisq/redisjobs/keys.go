@@ -18,6 +18,8 @@ type names struct {
 	crons      string    // hash: periodic job name → its record JSON (jobs.CronRecord)
 	idem       string    // hash: idempotency key → id of the job it created
 	idemAt     string    // zset: idempotency keys, score = when kept (unix ms)
+	reqs       string    // hash: a request's idempotency key → its job ids as runs (jobs.FormatRuns)
+	reqsAt     string    // zset: requests' idempotency keys, score = when kept (unix ms)
 	// The indexes of an older layout, which Load converts (convert.go).
 	oldIDs, oldQueued string
 }
@@ -41,6 +43,7 @@ func newNames(prefix string) names {
 		limits: p + "limits", workflows: p + "workflows", wfCreated: p + "workflows.created", next: p + "next",
 		crons: p + "crons",
 		idem:  p + "idempotency", idemAt: p + "idempotency.created",
+		reqs: p + "request-keys", reqsAt: p + "request-keys.created",
 		oldIDs: p + "ids", oldQueued: p + "state:queued"}
 	for c := stRunning; c <= stCancelled; c++ {
 		n.states[c] = p + "state:" + stateNames[c]

@@ -304,30 +304,44 @@ func (s *Store) WorkflowInfo(ctx context.Context, id int64) (string, error) {
 	return name, nil
 }
 
-// loadKeys reads the idempotency keys kept, oldest first.
+// loadKeys reads the idempotency keys kept, of jobs and of requests.
 func (s *Store) loadKeys(ctx context.Context, snap *jobs.Snapshot) error {
-	ids, err := s.rdb.HGetAll(ctx, s.k.idem).Result()
-	if err != nil {
+	if err := s.loadKeysOf(ctx, s.k.idem, s.k.idemAt, snap); err != nil {
 		return fmt.Errorf("redisjobs: load idempotency keys: %w", err)
 	}
-	if len(ids) == 0 {
-		return nil
+	if err := s.loadKeysOf(ctx, s.k.reqs, s.k.reqsAt, snap); err != nil {
+		return fmt.Errorf("redisjobs: load requests' idempotency keys: %w", err)
 	}
-	at, err := s.rdb.ZRangeWithScores(ctx, s.k.idemAt, 0, -1).Result()
+	return nil
+}
+
+// loadKeysOf reads the keys of one hash (key → job id, or a request's
+// runs) and its zset of times, oldest first.
+func (s *Store) loadKeysOf(ctx context.Context, hash, times string, snap *jobs.Snapshot) error {
+	vals, err := s.rdb.HGetAll(ctx, hash).Result()
+	if err != nil || len(vals) == 0 {
+		return err
+	}
+	at, err := s.rdb.ZRangeWithScores(ctx, times, 0, -1).Result()
 	if err != nil {
-		return fmt.Errorf("redisjobs: load idempotency keys: %w", err)
+		return err
 	}
 	for _, z := range at {
 		key, _ := z.Member.(string)
-		v, ok := ids[key]
+		v, ok := vals[key]
 		if !ok {
 			continue
 		}
-		id, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("redisjobs: idempotency key %q: job %q is not an id", key, v)
+		k := jobs.IdemKey{Key: key, At: time.UnixMilli(int64(z.Score))}
+		if hash == s.k.reqs {
+			k.Jobs, err = jobs.ParseRuns(v)
+		} else if k.Job, err = strconv.ParseInt(v, 10, 64); err != nil {
+			err = fmt.Errorf("key %q: job %q is not an id", key, v)
 		}
-		snap.Keys = append(snap.Keys, jobs.IdemKey{Key: key, Job: id, At: time.UnixMilli(int64(z.Score))})
+		if err != nil {
+			return err
+		}
+		snap.Keys = append(snap.Keys, k)
 	}
 	return nil
 }

@@ -239,8 +239,9 @@ end
 -- written together or (fenced) not at all.
 ops['cp'] = function() redis.call('HSET', key(), ARGV[a], ARGV[a + 1]); a = a + 2 end
 ops['cd'] = function() redis.call('HDEL', key(), ARGV[a]); a = a + 1 end
--- 10: an idempotency key kept: the key, its job's id, when (unix ms).
--- Keys: the keys' hash and zset.
+-- 10: an idempotency key kept: the key, its job's id (a request's key:
+-- its jobs' ids as runs), when (unix ms). Keys: the keys' hash and zset
+-- (of jobs' keys or of requests' keys).
 ops['10'] = function()
   local h, z = key(), key()
   redis.call('HSET', h, ARGV[a], ARGV[a + 1])
