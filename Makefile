@@ -25,14 +25,24 @@ lint:
 
 # The scheduling core runs no goroutines, so the race detector has nothing
 # to find in it and would only slow its simulations several times: it is
-# tested without, first. (The multi-node tests, whose 3 s tasks need their
-# CPU, keep away from the sandbox's 3D tests in the package order.)
+# tested without, first. The other packages run in the order given, two at
+# a time: the longest (real asy in the sandbox, multi-node deployments)
+# start first, so that no long one is left running alone at the end.
 CORE_PACKAGES := ./internal/sched/...
+SLOW_PACKAGES := ./internal/redisq/e2etest ./internal/service ./internal/sandbox ./internal/backend \
+	./internal/examples ./internal/jobs/crashtest ./internal/redisq/backendrole ./internal/redisq/scheduler
 unit:
 	$(GO) test -count=1 -timeout 20m $(CORE_PACKAGES)
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -Ev '/internal/sched(/|$$)')
+	slow=$$($(GO) list $(SLOW_PACKAGES)) && \
+	$(GO) test -race -count=1 -timeout 20m $$slow $$($(GO) list ./... | grep -Ev '/internal/sched(/|$$)' | grep -Fvx "$$slow")
 
-test: deps vet lint unit webcheck webtest benchsmoke
+# vet and lint side by side, then the Go tests, then the browser scenarios
+# beside the bench programs' smoke runs (the browser waits more than it
+# computes).
+test: deps
+	$(MAKE) --no-print-directory -j2 --output-sync=target vet lint
+	$(MAKE) --no-print-directory unit webcheck
+	$(MAKE) --no-print-directory -j2 --output-sync=target webtest benchsmoke
 
 # The browser front end: web/ bundled by esbuild into internal/webapp/dist,
 # which the binary embeds.
