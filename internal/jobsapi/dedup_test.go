@@ -1,9 +1,7 @@
 package jobsapi_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -175,25 +173,7 @@ func TestBadIdempotencyAndUniqueFields(t *testing.T) {
 // values (none when keys is empty) and returns the status and answer.
 func keyedEnqueue(t *testing.T, s *jobsapitest.Server, keys []string, jobs ...map[string]any) (int, []byte) {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"jobs": jobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest("POST", s.URL+"/v1/jobs", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
-	for _, k := range keys {
-		req.Header.Add(jobtype.IdempotencyKeyHeader, k)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, data
+	return sendHeader(t, s, s.AdminToken, "POST", "/v1/jobs", map[string]any{"jobs": jobs}, http.Header{jobtype.IdempotencyKeyHeader: keys})
 }
 
 // A request's own idempotency key (the Idempotency-Key header) stands for

@@ -31,6 +31,12 @@ func call(t *testing.T, s *jobsapitest.Server, token, method, path string, body 
 // returns the status and the answer's bytes.
 func send(t *testing.T, s *jobsapitest.Server, token, method, path string, body any) (int, []byte) {
 	t.Helper()
+	return sendHeader(t, s, token, method, path, body, nil)
+}
+
+// sendHeader is send with extra request headers.
+func sendHeader(t *testing.T, s *jobsapitest.Server, token, method, path string, body any, hdr http.Header) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	ctype := "application/json"
 	switch b := body.(type) {
@@ -49,6 +55,9 @@ func send(t *testing.T, s *jobsapitest.Server, token, method, path string, body 
 	req, err := http.NewRequest(method, s.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", ctype)
 	if token != "" {
