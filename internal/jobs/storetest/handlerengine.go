@@ -48,8 +48,9 @@ func (h *handlerEngine) complete(r jobtype.Result) jobtype.Ack {
 
 // advanceTo moves the clock to at and ticks, as Run does when woken.
 func (h *handlerEngine) advanceTo(at time.Time) {
+	h.t.Helper()
 	h.clk.Set(at)
-	h.e.Tick(context.Background())
+	tick(h.t, h.e)
 }
 
 func (h *handlerEngine) enqueue(spec jobtype.JobSpec) string {

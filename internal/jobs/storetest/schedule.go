@@ -152,7 +152,7 @@ func testScheduledRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	clk.Advance(40 * time.Minute)
 	s = open(t)
 	e = scheduledEngine(t, s, clk)
-	e.Tick(context.Background())
+	tick(t, e)
 	if j, err := e.Job(ctx, "4"); err != nil || j.State != jobtype.StateCancelled || j.Error != jobs.DeadlinePassed {
 		t.Fatalf("job 4 after its deadline: %+v, %v", j, err)
 	}
@@ -163,16 +163,16 @@ func testScheduledRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	}
 	wantList(t, "leased early", leasedIDs(t, e))
 	clk.Advance(20*time.Minute - time.Millisecond)
-	e.Tick(context.Background())
+	tick(t, e)
 	wantList(t, "leased a millisecond early", leasedIDs(t, e))
 	clk.Advance(time.Millisecond)
-	e.Tick(context.Background())
+	tick(t, e)
 	wantList(t, "leased when due", leasedIDs(t, e), "1", byName["b"])
 	if next := e.NextDeadline(); !next.After(t0.Add(time.Hour)) {
 		t.Fatalf("NextDeadline %v; want later than now", next)
 	}
 	clk.Advance(time.Hour)
-	e.Tick(context.Background())
+	tick(t, e)
 	wantList(t, "leased at two hours", leasedIDs(t, e), "2")
 
 	// A retry of the job discarded at its deadline is queued, and stays
@@ -182,7 +182,7 @@ func testScheduledRestart(t *testing.T, open func(t *testing.T) jobs.Store) {
 	}
 	s.Close()
 	e = scheduledEngine(t, open(t), clk)
-	e.Tick(context.Background())
+	tick(t, e)
 	if j, err := e.Job(ctx, "4"); err != nil || j.State != jobtype.StateQueued {
 		t.Fatalf("retried job 4 after a restart: %+v, %v; want queued", j, err)
 	}
