@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/usherhq/usher/internal/redisq"
 )
 
 // errLostLease: the lease lapsed or another holds it.
@@ -134,26 +135,12 @@ func (s *Scheduler) renew(ctx context.Context, sc redis.Scripter, token string) 
 	return renewal{held: ok == 1, sentAt: at}
 }
 
-// leaseConn opens a connection of the keeper's own to the server that
-// holds the lease key (the master of its slot on a Cluster), with the
-// renewal script loaded, so that a renewal is one round trip. It returns
-// nil, nil for a client of another kind: renewals then use the pool.
+// leaseConn opens the keeper's connection (redisq.OwnConn) to the server
+// that holds the lease key, with the renewal script loaded; nil, nil for a
+// client of a kind without one (renewals then use the pool).
 func (s *Scheduler) leaseConn(ctx context.Context) (*redis.Conn, error) {
-	var c *redis.Client
-	switch r := s.rdb.(type) {
-	case *redis.Client: // one server, or the master through Sentinel
-		c = r
-	case *redis.ClusterClient:
-		var err error
-		if c, err = r.MasterForKey(ctx, s.keys.Leader()); err != nil {
-			return nil, fmt.Errorf("the lease's connection: %w", err)
-		}
-	default:
-		return nil, nil
-	}
-	conn := c.Conn()
-	if err := renewScript.Load(ctx, conn).Err(); err != nil {
-		_ = conn.Close()
+	conn, err := redisq.OwnConn(ctx, s.rdb, s.keys.Leader(), renewScript)
+	if err != nil {
 		return nil, fmt.Errorf("the lease's connection: %w", err)
 	}
 	return conn, nil
