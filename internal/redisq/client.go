@@ -75,3 +75,41 @@ func redactURL(raw string) string {
 	}
 	return strings.ReplaceAll(u.Redacted(), "%2A", "*")
 }
+
+// OwnConn opens a connection of its own, outside rdb's shared pool, to the
+// server that holds key (the master of its slot on a Cluster; the master
+// through Sentinel), and loads scripts on it. A periodic write that must
+// not miss its deadline while Redis is busy (a lease, an address with an
+// expiry) uses it: it then never waits for a free connection of the pool,
+// nor dials one — several round trips, each behind a stall — and a script
+// runs in one round trip. It returns nil, nil for a client of another
+// kind, which the caller then uses as it is. Close the connection after
+// an error (it is broken) and open another.
+func OwnConn(ctx context.Context, rdb redis.UniversalClient, key string, scripts ...*redis.Script) (*redis.Conn, error) {
+	var c *redis.Client
+	switch r := rdb.(type) {
+	case *redis.Client: // one server, or the master through Sentinel
+		c = r
+	case *redis.ClusterClient:
+		var err error
+		if c, err = r.MasterForKey(ctx, key); err != nil {
+			return nil, fmt.Errorf("a connection of its own for %s: %w", key, err)
+		}
+	default:
+		return nil, nil
+	}
+	conn := c.Conn()
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, conn).Err(); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("a connection of its own for %s: %w", key, err)
+		}
+	}
+	if len(scripts) == 0 {
+		if err := conn.Ping(ctx).Err(); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("a connection of its own for %s: %w", key, err)
+		}
+	}
+	return conn, nil
+}

@@ -207,18 +207,26 @@ return 1
 `)
 
 // publish keeps scheduler.api naming this node until ctx ends or the
-// token no longer leads.
+// token no longer leads. It writes on a connection of its own
+// (redisq.OwnConn), as the lease is renewed, so that a busy Redis holds a
+// write up once, not once per round trip of dialing a connection when the
+// shared pool has none free, and the address outlives short stalls as the
+// lease does.
 func (r *Role) publish(ctx context.Context, token string, log *slog.Logger) {
 	keys := []string{r.cfg.Keys.Leader(), r.cfg.Keys.SchedulerAPI()}
 	tick := time.NewTicker(r.cfg.PublishEvery)
 	defer tick.Stop()
+	var conn *redis.Conn
 	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
 		uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = unpublishScript.Run(uctx, r.cfg.Client, keys[1:], r.cfg.Advertise).Err()
 	}()
 	for {
-		ok, err := publishScript.Run(ctx, r.cfg.Client, keys, token, r.cfg.Advertise, r.cfg.PublishTTL.Milliseconds()).Int()
+		ok, err := r.publishOn(ctx, &conn, keys, token)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("jobs: publishing the /v1 address failed", "err", err)
@@ -232,4 +240,26 @@ func (r *Role) publish(ctx context.Context, token string, log *slog.Logger) {
 		case <-tick.C:
 		}
 	}
+}
+
+// publishOn runs publishScript once on *conn, first opening it when nil;
+// after an error it closes it, and the next call opens another.
+func (r *Role) publishOn(ctx context.Context, conn **redis.Conn, keys []string, token string) (int, error) {
+	if *conn == nil {
+		c, err := redisq.OwnConn(ctx, r.cfg.Client, keys[0], publishScript)
+		if err != nil {
+			return 0, err
+		}
+		*conn = c
+	}
+	var sc redis.Scripter = r.cfg.Client // a client without connections of their own
+	if *conn != nil {
+		sc = *conn
+	}
+	ok, err := publishScript.Run(ctx, sc, keys, token, r.cfg.Advertise, r.cfg.PublishTTL.Milliseconds()).Int()
+	if err != nil && *conn != nil {
+		_ = (*conn).Close()
+		*conn = nil
+	}
+	return ok, err
 }

@@ -280,3 +280,26 @@ func WatchMax(ctx context.Context, rdb redis.UniversalClient, key string) (stop 
 	}()
 	return func() int64 { close(done); return <-most }
 }
+
+// DebugArgs are the arguments Start needs for Stall: DEBUG allowed from
+// loopback connections.
+var DebugArgs = []string{"--enable-debug-command", "local"}
+
+// Stall makes the server busy for total, in stalls of stall each, back to
+// back (DEBUG SLEEP from a connection of its own): each stall holds every
+// client's command until it ends, as a long script or a slow fsync does,
+// and between stalls the server answers what waited. The server must run
+// with DebugArgs.
+func (s *Server) Stall(ctx context.Context, stall, total time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: -1, MaxRetries: -1})
+	defer c.Close()
+	for end := time.Now().Add(total); ; {
+		secs := strconv.FormatFloat(stall.Seconds(), 'f', 3, 64)
+		if err := c.Do(ctx, "DEBUG", "SLEEP", secs).Err(); err != nil {
+			return fmt.Errorf("redis-server on %s: DEBUG SLEEP %s: %w", s.Addr, secs, err)
+		}
+		if !time.Now().Before(end) {
+			return nil
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/usherhq/usher/internal/dashboard"
 	"github.com/usherhq/usher/internal/redisq"
+	"github.com/usherhq/usher/internal/redisq/redistest"
 	"github.com/usherhq/usher/internal/testwait"
 )
 
@@ -127,9 +128,12 @@ func TestLeaderPublishesTheDeploymentsDashboard(t *testing.T) {
 }
 
 // A deposed leader cannot replace its successor's dashboard: the write is
-// fenced by scheduler.leader, and the refusal makes it step down.
+// fenced by scheduler.leader, and the refusal makes it step down. (It is
+// deposed while its loop is held up: a Redis stall longer than the lease,
+// after which another takes over.)
 func TestDeposedLeaderCannotReplaceTheDashboard(t *testing.T) {
-	e := newEnv(t)
+	srv := redistest.Start(t, redistest.DebugArgs...)
+	e := envOn(t, srv.URL())
 	a := e.startScheduler("a", fastDashboard)
 	e.waitLeading(a, wait)
 	e.waitDashboard("a's dashboard", func(x dashboard.Dashboard) bool { return x.Leader.Node == "a" })
@@ -143,6 +147,9 @@ func TestDeposedLeaderCannotReplaceTheDashboard(t *testing.T) {
 		})
 	}()
 	testwait.Receive(t, 30*time.Second, paused, "the old leader paused before the dashboard write")
+	if err := srv.Stall(context.Background(), 4*time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
 	b := e.startScheduler("b", fastDashboard)
 	e.waitLeading(b, takeover)
 	e.waitDashboard("b's dashboard", func(x dashboard.Dashboard) bool { return x.Leader.Node == "b" })

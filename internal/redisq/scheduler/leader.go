@@ -26,9 +26,6 @@ const (
 	blockFor = time.Second
 )
 
-// errLostLease: the lease lapsed or another holds it.
-var errLostLease = errors.New("lost the lease")
-
 // task is what the leader knows of a task the core holds.
 type task struct {
 	running     bool
@@ -56,25 +53,23 @@ type leader struct {
 	// estimatedAt is when the last estimate pass ran.
 	estimatedAt time.Time
 	valid       string // ",0,3000,…,": durations a task may name
-	leaseAt     time.Time
-	dashFailing bool // the last dashboard could not be published
+	dashFailing bool   // the last dashboard could not be published
 	// sampler builds the dashboard's history (nil until the first
 	// dashboard of the leadership).
 	sampler *dashboard.Sampler
 }
 
-// lead drives the core while this node holds the lease. A Redis error in
-// the middle of a step leaves the core unsure of what Redis holds, so it
-// rebuilds the core from Redis while the lease lasts.
+// lead drives the core for one term, until ctx ends (keepLease ends it
+// when the lease is lost) or a script is fenced. A Redis error in the
+// middle of a step leaves the core unsure of what Redis holds, so it
+// rebuilds the core from Redis while the term lasts.
 func (s *Scheduler) lead(ctx context.Context, token string) error {
-	leaseAt := s.cfg.Now()
 	for {
-		l, err := s.rebuild(ctx, token, leaseAt)
+		l, err := s.rebuild(ctx, token)
 		if err == nil {
 			err = l.loop(ctx)
-			leaseAt = l.leaseAt
 		}
-		if ctx.Err() != nil || errors.Is(err, errFenced) || errors.Is(err, errLostLease) {
+		if ctx.Err() != nil || errors.Is(err, errFenced) {
 			return err
 		}
 		s.log.Error("Redis step failed; rebuilding the core from Redis", "err", err)
@@ -83,15 +78,10 @@ func (s *Scheduler) lead(ctx context.Context, token string) error {
 			return ctx.Err()
 		case <-time.After(s.cfg.RenewEvery):
 		}
-		l = &leader{s: s, token: token, leaseAt: leaseAt}
-		if err := l.renew(ctx); err != nil {
-			return err
-		}
-		leaseAt = l.leaseAt
 	}
 }
 
-func newLeader(s *Scheduler, token string, leaseAt time.Time) (*leader, error) {
+func newLeader(s *Scheduler, token string) (*leader, error) {
 	core, err := asyqueue.NewCore(s.cfg.Tiers, s.cfg.Now, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	if err != nil {
 		return nil, fmt.Errorf("core: %w", err)
@@ -100,11 +90,12 @@ func newLeader(s *Scheduler, token string, leaseAt time.Time) (*leader, error) {
 	for _, t := range s.cfg.Tiers {
 		valid += strconv.FormatInt(t.Duration.Milliseconds(), 10) + ","
 	}
-	return &leader{s: s, token: token, core: core, tasks: map[string]*task{}, valid: valid, leaseAt: leaseAt}, nil
+	return &leader{s: s, token: token, core: core, tasks: map[string]*task{}, valid: valid}, nil
 }
 
 // loop waits on the three lists and the timers, one step at a time, each
-// followed by settle, until a step fails or ctx ends.
+// followed by settle, until a step fails or ctx ends. The lease is not
+// renewed here but beside (keepLease), so that slow steps cannot starve it.
 func (l *leader) loop(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -118,9 +109,8 @@ func (l *leader) loop(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.watch(wctx, key, i, wake, acks[i]) }()
 	}
-	renew, est, mon := time.NewTicker(l.s.cfg.RenewEvery), time.NewTicker(l.s.cfg.EstimateEvery), time.NewTicker(l.s.cfg.MonitorEvery)
+	est, mon := time.NewTicker(l.s.cfg.EstimateEvery), time.NewTicker(l.s.cfg.MonitorEvery)
 	dash := time.NewTicker(l.s.cfg.DashboardEvery)
-	defer renew.Stop()
 	defer est.Stop()
 	defer mon.Stop()
 	defer dash.Stop()
@@ -136,8 +126,6 @@ func (l *leader) loop(ctx context.Context) error {
 			var again time.Duration
 			again, err = l.take(ctx, i)
 			acks[i] <- again
-		case <-renew.C:
-			err = l.renew(ctx)
 		case <-est.C:
 			err = l.tick(ctx)
 		case <-mon.C:
@@ -216,25 +204,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// renew extends the lease. A refusal ends the leadership at once; Redis
-// errors end it once the lease may have lapsed.
-func (l *leader) renew(ctx context.Context) error {
-	now := l.s.cfg.Now()
-	ok, err := renewScript.Run(ctx, l.s.rdb, []string{l.s.keys.Leader()}, l.token, l.s.cfg.LeaseTTL.Milliseconds()).Int()
-	if err != nil {
-		if now.Sub(l.leaseAt) >= l.s.cfg.LeaseTTL {
-			return fmt.Errorf("%w: cannot renew it: %v", errLostLease, err)
-		}
-		l.s.log.Warn("cannot renew the lease; retrying", "err", err)
-		return nil
-	}
-	if ok != 1 {
-		return fmt.Errorf("%w: another scheduler holds it", errLostLease)
-	}
-	l.leaseAt = now
-	return nil
 }
 
 // tick applies the passage of time and sends estimates.

@@ -25,8 +25,8 @@ type snapshotRedis struct {
 // as one push worker, the running tasks adopted in the tiers they hold and
 // the queued ones submitted in score order. Inconsistencies (a running or
 // queued task whose hash is gone) become ops that the first settle writes.
-func (s *Scheduler) rebuild(ctx context.Context, token string, leaseAt time.Time) (*leader, error) {
-	l, err := newLeader(s, token, leaseAt)
+func (s *Scheduler) rebuild(ctx context.Context, token string) (*leader, error) {
+	l, err := newLeader(s, token)
 	if err != nil {
 		return nil, err
 	}

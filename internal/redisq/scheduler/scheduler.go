@@ -140,7 +140,7 @@ func New(cfg Config) (*Scheduler, error) {
 // ends (a crash looks the same to the others); call Resign for that.
 func (s *Scheduler) Run(ctx context.Context) error {
 	for {
-		token, err := s.campaign(ctx)
+		token, acquired, err := s.campaign(ctx)
 		if err != nil {
 			return nil // ctx ended
 		}
@@ -149,7 +149,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.mu.Unlock()
 		s.log.Info("leading", "token", token)
 		s.leading.Store(true)
-		err = s.leadWith(ctx, token)
+		err = s.term(ctx, token, acquired)
 		s.leading.Store(false)
 		if ctx.Err() != nil {
 			return nil
@@ -158,18 +158,21 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// leadWith leads, running cfg.WhileLeading beside for the same term.
-func (s *Scheduler) leadWith(ctx context.Context, token string) error {
-	if s.cfg.WhileLeading == nil {
-		return s.lead(ctx, token)
+// term is one leadership: keepLease keeps the lease, lead drives the core
+// and cfg.WhileLeading runs beside, all under one context that ends when
+// the first of them ends it (the lease lost, a fenced script) or ctx ends.
+// The next term waits until all three returned. It returns why the term
+// ended.
+func (s *Scheduler) term(ctx context.Context, token string, acquired time.Time) error {
+	term, end := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { end(s.keepLease(term, token, acquired)) })
+	if s.cfg.WhileLeading != nil {
+		wg.Go(func() { s.cfg.WhileLeading(term, token) })
 	}
-	term, endTerm := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); s.cfg.WhileLeading(term, token) }()
-	err := s.lead(ctx, token)
-	endTerm()
-	<-done
-	return err
+	end(s.lead(term, token))
+	wg.Wait()
+	return context.Cause(term)
 }
 
 // Resign gives up the lease this node holds, if it still does, so that a
@@ -252,12 +255,14 @@ func (s *Scheduler) do(ctx context.Context, f func(*leader)) error {
 }
 
 // campaign tries to take the lease every RenewEvery until it does or ctx
-// ends, answering commands as a standby meanwhile.
-func (s *Scheduler) campaign(ctx context.Context) (string, error) {
+// ends, answering commands as a standby meanwhile. It returns the token
+// and when the script that took the lease was sent.
+func (s *Scheduler) campaign(ctx context.Context) (string, time.Time, error) {
 	t := time.NewTicker(s.cfg.RenewEvery)
 	defer t.Stop()
 	failing := false
 	for {
+		at := time.Now()
 		token, err := s.tryAcquire(ctx)
 		switch {
 		case err != nil && !failing:
@@ -267,11 +272,11 @@ func (s *Scheduler) campaign(ctx context.Context) (string, error) {
 			failing = false
 		}
 		if token != "" {
-			return token, nil
+			return token, at, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", time.Time{}, ctx.Err()
 		case f := <-s.cmds:
 			f(nil)
 		case <-t.C:
