@@ -13,7 +13,7 @@ import (
 	"github.com/usherhq/usher/jobtype"
 )
 
-func open(t *testing.T, path string) *Store {
+func open(t testing.TB, path string) *Store {
 	t.Helper()
 	db, err := sqlitedb.Open(context.Background(), path)
 	if err != nil {
