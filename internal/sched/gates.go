@@ -53,7 +53,7 @@ type gateCounts struct {
 	closed  bool
 	mode    bool   // a mode gate
 	rated   bool   // key gates: a rate limits starts (rate.go)
-	dry     bool   // rated and out of tokens: closed until rate.due
+	dry     bool   // rated, with buckets parked until rate.due (Scheduler.parked)
 	num     uint32 // the record's number in gateTable
 	g       *gate
 }
@@ -70,7 +70,7 @@ func (g *gate) shouldClose() bool {
 	if g.kind == gateMode {
 		return g.opposite.running > 0
 	}
-	return int(g.running) >= g.limit || g.dry
+	return int(g.running) >= g.limit
 }
 
 func (s *Scheduler) keyGate(k string) *gate {
@@ -139,7 +139,7 @@ func (s *Scheduler) unholdGate(c *gateCounts) {
 		if c.running == 0 {
 			s.setClosed(c.g.opposite, false)
 		}
-	} else if c.closed && int(c.running) < c.limit && !c.dry {
+	} else if c.closed && int(c.running) < c.limit {
 		s.setClosed(c.g, false)
 	}
 }

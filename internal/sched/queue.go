@@ -287,11 +287,28 @@ func (s *Scheduler) show(b *bucket) {
 
 // head returns the queue's next admissible job among tiers below limit and
 // its bucket, or nil: for FIFO the first in order, for random a random one,
-// for strict the head itself if nothing blocks it. FIFO and random queues
-// take the bucket from their ready index, not from the job's record, so
-// that the two (with a million jobs queued, both likely out of cache) are
-// fetched in parallel rather than one after the other.
+// for strict the head itself if nothing blocks it. A head whose bucket
+// holds a key with no token left is parked until the token is due, and the
+// queue looks again (docs/design.md, "Per-key rate limits").
 func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
+	for {
+		j, b := s.pickHead(q, below)
+		if j == nil || b.flags&ratedGates == 0 {
+			return j, b
+		}
+		g := s.dryGate(b)
+		if g == nil {
+			return j, b
+		}
+		s.park(b, g)
+	}
+}
+
+// pickHead is head without the rate check. FIFO and random queues take the
+// bucket from their ready index, not from the job's record, so that the
+// two (with a million jobs queued, both likely out of cache) are fetched
+// in parallel rather than one after the other.
+func (s *Scheduler) pickHead(q *queue, below int) (*job, *bucket) {
 	switch q.spec.Order {
 	case OrderStrict:
 		if len(q.strict) == 0 || q.startGated() {

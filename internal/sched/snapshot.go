@@ -108,7 +108,7 @@ func (s *Scheduler) blockedIn(q *queue, u *QueueUsage) {
 			u.BlockedBy = map[string]int{}
 		}
 		for _, r := range b.gates {
-			if r.g.closed {
+			if r.g.closed || b.flags&parked != 0 && r.g.dry && slices.Contains(s.parked[r.g], b) {
 				u.BlockedBy[r.g.label()] += n
 			}
 		}
