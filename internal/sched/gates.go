@@ -43,7 +43,6 @@ type gate struct {
 	buckets  []*bucket
 	opposite *gate  // mode gates: the other mode
 	lowered  uint64 // startSeq when the limit last fell below running
-	rate     rateBucket
 }
 
 type gateCounts struct {
@@ -114,7 +113,7 @@ func (s *Scheduler) holdGate(c *gateCounts) {
 		return
 	}
 	if c.rated {
-		s.takeToken(c.g)
+		s.takeToken(s.gcs.rate(c.num))
 	}
 	if !c.closed && int(c.running) >= c.limit {
 		s.setClosed(c.g, true)

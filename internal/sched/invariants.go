@@ -511,7 +511,7 @@ func (c *checker) rates() {
 	dry := 0
 	for name, g := range s.keyGates {
 		want, _ := s.keyRate.lookup(name)
-		b := &g.rate
+		b := s.gcs.rate(g.num)
 		if b.rateSpec != want || g.rated != (want.interval > 0) {
 			c.fail("key %s: rate %+v, want %+v", name, b.rateSpec, want)
 		}
@@ -544,7 +544,7 @@ func (c *checker) rates() {
 	}
 	waiting := map[*gate]bool{}
 	for i, e := range s.rateWake {
-		if rateLive(e) {
+		if s.rateLive(e) {
 			if s.keyGates[e.v.name] != e.v {
 				c.fail("rate wake entry %d (%s): its gate is gone", i, e.v.name)
 			}

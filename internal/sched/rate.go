@@ -102,7 +102,7 @@ func (s *Scheduler) SetKeyRate(pattern string, r Rate) error {
 	s.keyRate.set(pattern, spec, r != (Rate{}))
 	for _, g := range s.keyGates {
 		want, _ := s.keyRate.lookup(g.name)
-		if want != g.rate.rateSpec {
+		if want != s.gcs.rate(g.num).rateSpec {
 			s.setRate(g, want, 0)
 		}
 	}
@@ -136,7 +136,7 @@ func (s *Scheduler) initRate(g *gate) {
 // token now).
 func (s *Scheduler) setRate(g *gate, spec rateSpec, tat int64) {
 	s.unpark(g)
-	g.rate = rateBucket{rateSpec: spec, tat: tat}
+	*s.gcs.rate(g.num) = rateBucket{rateSpec: spec, tat: tat}
 	if rated := spec.interval > 0; rated != g.rated {
 		g.rated = rated
 		for _, b := range g.buckets {
@@ -156,9 +156,9 @@ func (s *Scheduler) flagRated(b *bucket) {
 	}
 }
 
-// takeToken spends a token of a rated gate for a start.
-func (s *Scheduler) takeToken(g *gate) {
-	g.rate.tat = max(g.rate.tat, s.nowNS()) + g.rate.interval
+// takeToken spends a token of a rated gate's bucket for a start.
+func (s *Scheduler) takeToken(r *rateBucket) {
+	r.tat = max(r.tat, s.nowNS()) + r.interval
 }
 
 // dryGate returns a rated key gate of bucket b (which holds one) that has
@@ -166,13 +166,13 @@ func (s *Scheduler) takeToken(g *gate) {
 func (s *Scheduler) dryGate(b *bucket) *gate {
 	now := s.nowNS()
 	if b.flags&manyGates == 0 {
-		if g := s.gcs.At(b.gate0 - 1).g; g.rate.nextToken() > now {
-			return g
+		if s.gcs.rate(b.gate0-1).nextToken() > now {
+			return s.gcs.At(b.gate0 - 1).g
 		}
 		return nil
 	}
 	for _, r := range b.gates {
-		if g := r.g; g.rated && g.rate.nextToken() > now {
+		if g := r.g; g.rated && s.gcs.rate(g.num).nextToken() > now {
 			return g
 		}
 	}
@@ -197,8 +197,9 @@ func (s *Scheduler) park(b *bucket, g *gate) {
 	}
 	s.parked[g] = append(list, b)
 	if !g.dry {
-		g.dry, g.rate.due = true, g.rate.nextToken()
-		s.rateWake.push(g.rate.due, g)
+		r := s.gcs.rate(g.num)
+		g.dry, r.due = true, r.nextToken()
+		s.rateWake.push(r.due, g)
 	}
 }
 
@@ -246,7 +247,7 @@ func (s *Scheduler) unparkDropped(b *bucket) {
 // now.
 func (s *Scheduler) openDue(now int64) {
 	for len(s.rateWake) > 0 && s.rateWake[0].at <= now {
-		if e := s.rateWake.pop(); rateLive(e) {
+		if e := s.rateWake.pop(); s.rateLive(e) {
 			s.unpark(e.v)
 		}
 	}
@@ -266,11 +267,11 @@ func (s *Scheduler) dropRate(g *gate) {
 	if !g.rated {
 		return
 	}
-	if g.rate.tat > s.nowNS() {
+	if r := s.gcs.rate(g.num); r.tat > s.nowNS() {
 		if s.rateMemo == nil {
 			s.rateMemo = map[string]rateMemo{}
 		}
-		s.rateMemo[g.name] = rateMemo{spec: g.rate.rateSpec, tat: g.rate.tat}
+		s.rateMemo[g.name] = rateMemo{spec: r.rateSpec, tat: r.tat}
 	}
 }
 
@@ -304,7 +305,7 @@ func (b *rateBucket) tokens(now int64) (int, int64) {
 // otherwise (its rate changed, they were dropped); openDue skips stale
 // entries, and they are few. A dropped
 // gate's counters record may hold another gate by now.
-func rateLive(e timed[*gate]) bool {
+func (s *Scheduler) rateLive(e timed[*gate]) bool {
 	c := e.v.gateCounts
-	return c.g == e.v && c.dry && e.v.rate.due == e.at
+	return c.g == e.v && c.dry && s.gcs.rate(c.num).due == e.at
 }
