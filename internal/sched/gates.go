@@ -91,20 +91,21 @@ func (s *Scheduler) groupGate(name string) *gate {
 	return g
 }
 
-// hold and unhold count a starting or ending job against its gates.
-func (s *Scheduler) hold(b *bucket) {
+// hold and unhold count a starting or ending job against its gates; a
+// start at now takes a token of each rated key.
+func (s *Scheduler) hold(b *bucket, now int64) {
 	if b.flags&manyGates == 0 {
 		if b.gate0 != 0 {
-			s.holdGate(s.gcs.At(b.gate0 - 1))
+			s.holdGate(s.gcs.At(b.gate0-1), now)
 		}
 		return
 	}
 	for _, r := range b.gates {
-		s.holdGate(r.g.gateCounts)
+		s.holdGate(r.g.gateCounts, now)
 	}
 }
 
-func (s *Scheduler) holdGate(c *gateCounts) {
+func (s *Scheduler) holdGate(c *gateCounts, now int64) {
 	c.running++
 	if c.mode {
 		if c.running == 1 {
@@ -113,7 +114,7 @@ func (s *Scheduler) holdGate(c *gateCounts) {
 		return
 	}
 	if c.rated {
-		s.takeToken(s.gcs.rate(c.num))
+		s.gcs.rate(c.num).take(now)
 	}
 	if !c.closed && int(c.running) >= c.limit {
 		s.setClosed(c.g, true)

@@ -156,9 +156,9 @@ func (s *Scheduler) flagRated(b *bucket) {
 	}
 }
 
-// takeToken spends a token of a rated gate's bucket for a start.
-func (s *Scheduler) takeToken(r *rateBucket) {
-	r.tat = max(r.tat, s.nowNS()) + r.interval
+// take spends a token of a rated gate's bucket for a start at now.
+func (b *rateBucket) take(now int64) {
+	b.tat = max(b.tat, now) + b.interval
 }
 
 // dryGate returns a rated key gate of bucket b (which holds one) that has
