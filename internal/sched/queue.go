@@ -289,10 +289,26 @@ func (s *Scheduler) show(b *bucket) {
 // its bucket, or nil: for FIFO the first in order, for random a random one,
 // for strict the head itself if nothing blocks it. A head whose bucket
 // holds a key with no token left is parked until the token is due, and the
-// queue looks again (docs/design.md, "Per-key rate limits").
+// queue looks again (docs/design.md, "Per-key rate limits"). FIFO and
+// random queues take the bucket from their ready index, not from the job's
+// record, so that the two (with a million jobs queued, both likely out of
+// cache) are fetched in parallel rather than one after the other.
 func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	for {
-		j, b := s.pickHead(q, below)
+		var j *job
+		var b *bucket
+		switch q.spec.Order {
+		case OrderStrict:
+			j, b = s.strictHead(q, below)
+		case OrderRandom:
+			j, b = s.randomHead(q, below)
+		default:
+			best := q.firstInOrder(below)
+			if best.Key == wintree.NoKey {
+				return nil, nil
+			}
+			j, b = s.jobs.At(best.First), s.bkts.At(best.Num)
+		}
 		if j == nil || b.flags&ratedGates == 0 {
 			return j, b
 		}
@@ -304,29 +320,17 @@ func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
 	}
 }
 
-// pickHead is head without the rate check. FIFO and random queues take the
-// bucket from their ready index, not from the job's record, so that the
-// two (with a million jobs queued, both likely out of cache) are fetched
-// in parallel rather than one after the other.
-func (s *Scheduler) pickHead(q *queue, below int) (*job, *bucket) {
-	switch q.spec.Order {
-	case OrderStrict:
-		if len(q.strict) == 0 || q.startGated() {
-			return nil, nil
-		}
-		j := s.jobs.At(q.strict.top())
-		if b := j.bucket; b.closed == 0 && int(b.tier) < below {
-			return j, b
-		}
-		return nil, nil
-	case OrderRandom:
-		return s.randomHead(q, below)
-	}
-	best := q.firstInOrder(below)
-	if best.Key == wintree.NoKey {
+// strictHead returns a strict queue's head and its bucket if nothing
+// blocks it, else nil.
+func (s *Scheduler) strictHead(q *queue, below int) (*job, *bucket) {
+	if len(q.strict) == 0 || q.startGated() {
 		return nil, nil
 	}
-	return s.jobs.At(best.First), s.bkts.At(best.Num)
+	j := s.jobs.At(q.strict.top())
+	if b := j.bucket; b.closed == 0 && int(b.tier) < below {
+		return j, b
+	}
+	return nil, nil
 }
 
 // firstInOrder returns the ready-index entry of a FIFO queue's first visible
