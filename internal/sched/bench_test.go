@@ -26,10 +26,11 @@ func BenchmarkCycle(b *testing.B) {
 // other key is "api:…", limited to 5 running and to 50 starts a second
 // with a burst of 2, and the clock advances 10 µs an op (a key is picked
 // about every 100 ms of virtual time, a token comes every 20 ms). A start
-// that finds its key's bucket down to its last token empties it: the key
-// closes, waits in the rate heap, and Pull opens it when the token is due
-// (about a fifth of the api starts). bench/cycleratio.sh -rate measures
-// both in one process and reports the ratio:
+// that finds its key's bucket down to its last token empties it (about a
+// fifth of the api starts); a job of the key that comes to a head before
+// the next token is parked, waits in the rate heap, and Pull shows it
+// again when the token is due. bench/cycleratio.sh -rate measures both in
+// one process and reports the ratio:
 //
 //	go test -run '^$' -bench 'BenchmarkCycle(Rate)?$' -benchmem ./internal/sched/
 func BenchmarkCycleRate(b *testing.B) {
@@ -39,8 +40,8 @@ func BenchmarkCycleRate(b *testing.B) {
 }
 
 // BenchmarkCycleRateDry is BenchmarkCycleRate with a burst of 1, the worst
-// case: every start of an api key empties its bucket, closing the key and
-// hiding its buckets in every queue for 20 ms of virtual time.
+// case: every start of an api key empties its bucket for 20 ms of virtual
+// time, and any job of the key that comes to a head meanwhile is parked.
 func BenchmarkCycleRateDry(b *testing.B) {
 	for _, queued := range []int{1_000, 1_000_000} {
 		b.Run("queued="+strconv.Itoa(queued), func(b *testing.B) { benchCycle(b, queued, 1) })

@@ -34,7 +34,7 @@ type bucket struct {
 	refs    int32  // live jobs (any state) in the bucket
 	queued  int32  // of them, ready in the queue
 	pos     int32  // leaf in queue.tree[tier] or index in lvl.set; -1 when not there
-	closed  int32  // closed gates
+	closed  int32  // closed gates, and one more while parked (rate.go)
 	head    uint32 // FIFO list: first and last job's slots, or noSlot
 	tail    uint32
 	headKey uint64
@@ -54,8 +54,10 @@ type bucket struct {
 
 // Bucket flags.
 const (
-	manyGates uint8 = 1 << iota // more than one gate
-	listed                      // in Scheduler.idleList
+	manyGates  uint8 = 1 << iota // more than one gate
+	listed                       // in Scheduler.idleList
+	ratedGates                   // a key gate with a rate (rate.go)
+	parked                       // hidden until a key's next token (rate.go)
 )
 
 // gateRef is a gate a bucket holds and the bucket's index in gate.buckets.
@@ -230,6 +232,9 @@ func (s *Scheduler) attach(b *bucket, g *gate) {
 	if g.closed {
 		b.closed++
 	}
+	if g.rated {
+		b.flags |= ratedGates
+	}
 }
 
 // refBucket counts a new live job of the bucket.
@@ -310,6 +315,7 @@ func (s *Scheduler) dropBucket(b *bucket) {
 	if b.lvl != nil {
 		q.releaseLevel(b)
 	}
+	s.unparkDropped(b)
 	for _, r := range b.gates {
 		s.detachGate(b, r)
 	}
@@ -343,7 +349,7 @@ func (s *Scheduler) detachGate(b *bucket, r gateRef) {
 }
 
 // visible says whether the bucket has ready jobs for its queue's ready
-// index and no closed gate.
+// index and no closed gate, and is not parked.
 func (b *bucket) visible() bool {
 	return b.closed == 0 && b.queued > 0 && b.queue.spec.Order != OrderStrict
 }

@@ -166,7 +166,8 @@ func (s *Scheduler) start(j *job, b *bucket, w *worker, a *Assignment) {
 		tier = s.largestTier()
 	}
 	s.startSeq++
-	j.pos = s.newRun(runInfo{worker: w, started: s.nowNS(), startSeq: s.startSeq, job: j.slot,
+	now := s.nowNS()
+	j.pos = s.newRun(runInfo{worker: w, started: now, startSeq: s.startSeq, job: j.slot,
 		tier: int8(tier), wpos: int32(len(w.jobs))})
 	j.state = stateRunning
 	j.attempt++
@@ -179,7 +180,7 @@ func (s *Scheduler) start(j *job, b *bucket, w *worker, a *Assignment) {
 	}
 	s.runHints.add(j, len(s.runs)-len(s.runFree))
 	s.setLimit(j)
-	s.hold(b)
+	s.hold(b, now)
 	w.jobs = append(w.jobs, j)
 	if w.free() <= 0 {
 		w.pool.dropFree(w)

@@ -43,7 +43,6 @@ type gate struct {
 	buckets  []*bucket
 	opposite *gate  // mode gates: the other mode
 	lowered  uint64 // startSeq when the limit last fell below running
-	rate     rateBucket
 }
 
 type gateCounts struct {
@@ -53,7 +52,7 @@ type gateCounts struct {
 	closed  bool
 	mode    bool   // a mode gate
 	rated   bool   // key gates: a rate limits starts (rate.go)
-	dry     bool   // rated and out of tokens: closed until rate.due
+	dry     bool   // rated, with buckets parked until rate.due (Scheduler.parked)
 	num     uint32 // the record's number in gateTable
 	g       *gate
 }
@@ -70,7 +69,7 @@ func (g *gate) shouldClose() bool {
 	if g.kind == gateMode {
 		return g.opposite.running > 0
 	}
-	return int(g.running) >= g.limit || g.dry
+	return int(g.running) >= g.limit
 }
 
 func (s *Scheduler) keyGate(k string) *gate {
@@ -92,20 +91,21 @@ func (s *Scheduler) groupGate(name string) *gate {
 	return g
 }
 
-// hold and unhold count a starting or ending job against its gates.
-func (s *Scheduler) hold(b *bucket) {
+// hold and unhold count a starting or ending job against its gates; a
+// start at now takes a token of each rated key.
+func (s *Scheduler) hold(b *bucket, now int64) {
 	if b.flags&manyGates == 0 {
 		if b.gate0 != 0 {
-			s.holdGate(s.gcs.At(b.gate0 - 1))
+			s.holdGate(s.gcs.At(b.gate0-1), now)
 		}
 		return
 	}
 	for _, r := range b.gates {
-		s.holdGate(r.g.gateCounts)
+		s.holdGate(r.g.gateCounts, now)
 	}
 }
 
-func (s *Scheduler) holdGate(c *gateCounts) {
+func (s *Scheduler) holdGate(c *gateCounts, now int64) {
 	c.running++
 	if c.mode {
 		if c.running == 1 {
@@ -114,7 +114,7 @@ func (s *Scheduler) holdGate(c *gateCounts) {
 		return
 	}
 	if c.rated {
-		s.takeToken(c.g)
+		s.gcs.rate(c.num).take(now)
 	}
 	if !c.closed && int(c.running) >= c.limit {
 		s.setClosed(c.g, true)
@@ -139,7 +139,7 @@ func (s *Scheduler) unholdGate(c *gateCounts) {
 		if c.running == 0 {
 			s.setClosed(c.g.opposite, false)
 		}
-	} else if c.closed && int(c.running) < c.limit && !c.dry {
+	} else if c.closed && int(c.running) < c.limit {
 		s.setClosed(c.g, false)
 	}
 }

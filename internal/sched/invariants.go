@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/usherhq/usher/internal/sched/internal/wintree"
 )
@@ -328,8 +329,17 @@ func (c *checker) bucket(b *bucket, refs, queued int, live map[*gate]int) {
 			c.fail("bucket %q: not listed by gate %s", b.sig, g.label())
 		}
 	}
+	if b.flags&parked != 0 {
+		closed++
+		if !slices.ContainsFunc(b.gates, func(r gateRef) bool { return r.g.dry && slices.Contains(c.s.parked[r.g], b) }) {
+			c.fail("bucket %q: parked, yet no gate of it lists it", b.sig)
+		}
+	}
 	if closed != b.closed {
 		c.fail("bucket %q: closed %d, recount %d", b.sig, b.closed, closed)
+	}
+	if rated := slices.ContainsFunc(b.gates, func(r gateRef) bool { return r.g.rated }); rated != (b.flags&ratedGates != 0) {
+		c.fail("bucket %q: rated flag %v, yet a gate is rated: %v", b.sig, !rated, rated)
 	}
 	if len(b.gates) > 0 && b.gate0 != b.gates[0].g.num+1 || len(b.gates) == 0 && b.gate0 != 0 || (b.flags&manyGates != 0) != (len(b.gates) > 1) {
 		c.fail("bucket %q: first gate not cached", b.sig)
@@ -491,21 +501,30 @@ func (c *checker) readyIndex(name string, q *queue) {
 
 // rates checks the key rate gates: each has the rate its key resolves to,
 // never owes more than its burst (so that no window of length t saw more
-// than burst + t/interval starts), is dry exactly when it has no token
-// left and then waits in rateWake for the next one, and rateWake is a
-// heap whose live entries are exactly the dry gates.
+// than burst + t/interval starts), has buckets parked (is dry) until no later
+// than when its next token is due, and then waits
+// in rateWake; rateWake is a heap whose live entries are exactly the dry
+// gates.
 func (c *checker) rates() {
 	s := c.s
 	now := s.nowNS()
 	dry := 0
 	for name, g := range s.keyGates {
 		want, _ := s.keyRate.lookup(name)
-		b := &g.rate
+		b := s.gcs.rate(g.num)
 		if b.rateSpec != want || g.rated != (want.interval > 0) {
 			c.fail("key %s: rate %+v, want %+v", name, b.rateSpec, want)
 		}
 		if _, ok := s.rateMemo[name]; ok {
 			c.fail("key %s: a live gate and a remembered bucket", name)
+		}
+		if g.dry != (len(s.parked[g]) > 0) {
+			c.fail("key %s: dry %v with %d parked buckets", name, g.dry, len(s.parked[g]))
+		}
+		for _, pb := range s.parked[g] {
+			if pb.flags&parked == 0 || !slicesContains(pb.gates, g) {
+				c.fail("key %s: parks bucket %q, which is not parked on it", name, pb.sig)
+			}
 		}
 		if !g.rated {
 			if g.dry {
@@ -516,19 +535,16 @@ func (c *checker) rates() {
 		if b.tat-now > b.burst*b.interval {
 			c.fail("key %s: owes %d ns of tokens, more than its burst of %d×%d ns", name, b.tat-now, b.burst, b.interval)
 		}
-		due := b.tat - (b.burst-1)*b.interval
 		if g.dry {
 			dry++
-			if b.due != due {
-				c.fail("key %s: dry until %d, yet its token is due at %d", name, b.due, due)
+			if due := b.nextToken(); b.due > due {
+				c.fail("key %s: parked until %d, after its token is due at %d", name, b.due, due)
 			}
-		} else if due > now {
-			c.fail("key %s: open with no token until %d (now %d)", name, due, now)
 		}
 	}
 	waiting := map[*gate]bool{}
 	for i, e := range s.rateWake {
-		if rateLive(e) {
+		if s.rateLive(e) {
 			if s.keyGates[e.v.name] != e.v {
 				c.fail("rate wake entry %d (%s): its gate is gone", i, e.v.name)
 			}
@@ -538,8 +554,8 @@ func (c *checker) rates() {
 			c.fail("rate wake entry %d is due before its parent", i)
 		}
 	}
-	if dry != len(waiting) {
-		c.fail("%d dry key gates, %d waiting for a token", dry, len(waiting))
+	if dry != len(waiting) || dry != len(s.parked) {
+		c.fail("%d dry key gates, %d waiting for a token, %d with parked buckets", dry, len(waiting), len(s.parked))
 	}
 }
 

@@ -287,29 +287,50 @@ func (s *Scheduler) show(b *bucket) {
 
 // head returns the queue's next admissible job among tiers below limit and
 // its bucket, or nil: for FIFO the first in order, for random a random one,
-// for strict the head itself if nothing blocks it. FIFO and random queues
-// take the bucket from their ready index, not from the job's record, so
-// that the two (with a million jobs queued, both likely out of cache) are
-// fetched in parallel rather than one after the other.
+// for strict the head itself if nothing blocks it. A head whose bucket
+// holds a key with no token left is parked until the token is due, and the
+// queue looks again (docs/design.md, "Per-key rate limits"). FIFO and
+// random queues take the bucket from their ready index, not from the job's
+// record, so that the two (with a million jobs queued, both likely out of
+// cache) are fetched in parallel rather than one after the other.
 func (s *Scheduler) head(q *queue, below int) (*job, *bucket) {
-	switch q.spec.Order {
-	case OrderStrict:
-		if len(q.strict) == 0 || q.startGated() {
-			return nil, nil
+	for {
+		var j *job
+		var b *bucket
+		switch q.spec.Order {
+		case OrderStrict:
+			j, b = s.strictHead(q, below)
+		case OrderRandom:
+			j, b = s.randomHead(q, below)
+		default:
+			best := q.firstInOrder(below)
+			if best.Key == wintree.NoKey {
+				return nil, nil
+			}
+			j, b = s.jobs.At(best.First), s.bkts.At(best.Num)
 		}
-		j := s.jobs.At(q.strict.top())
-		if b := j.bucket; b.closed == 0 && int(b.tier) < below {
+		if j == nil || b.flags&ratedGates == 0 {
 			return j, b
 		}
-		return nil, nil
-	case OrderRandom:
-		return s.randomHead(q, below)
+		g := s.dryGate(b)
+		if g == nil {
+			return j, b
+		}
+		s.park(b, g)
 	}
-	best := q.firstInOrder(below)
-	if best.Key == wintree.NoKey {
+}
+
+// strictHead returns a strict queue's head and its bucket if nothing
+// blocks it, else nil.
+func (s *Scheduler) strictHead(q *queue, below int) (*job, *bucket) {
+	if len(q.strict) == 0 || q.startGated() {
 		return nil, nil
 	}
-	return s.jobs.At(best.First), s.bkts.At(best.Num)
+	j := s.jobs.At(q.strict.top())
+	if b := j.bucket; b.closed == 0 && int(b.tier) < below {
+		return j, b
+	}
+	return nil, nil
 }
 
 // firstInOrder returns the ready-index entry of a FIFO queue's first visible

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -17,12 +18,18 @@ import (
 // nanosecond, so the rate held is never above the one asked for. In any
 // window of length t, at most Burst + t/interval jobs start.
 //
-// A gate out of tokens is closed like a full one ("dry") and waits in
-// rateWake until its next token is due; Tick (and Dispatch and Pull, which
-// open what is due before they look) opens it then, and NextDeadline names
-// that time, so that a driver wakes exactly when a token is due. Tokens are
-// spent when a job starts and never given back: not when the attempt
-// fails, is retried, cancelled or handed back by Release.
+// A key out of tokens does not close its gate: the rate is checked only
+// when a job that holds the key comes to the head of its queue (head, in
+// queue.go). A bucket found there while one of its keys has no token is
+// parked: hidden from its queue's ready index alone, listed in the key
+// gate's parked buckets, and the gate waits in rateWake until the next
+// token is due. Tick (and Dispatch and Pull, which open what is due
+// before they look) shows the parked buckets again then, and NextDeadline
+// names that time, so that a driver wakes exactly when a token is due
+// for a job that waits for it. A dry key's other buckets stay where they
+// are, untouched, until one of them comes to a head. Tokens are spent
+// when a job starts and never given back: not when the attempt fails, is
+// retried, cancelled or handed back by Release.
 
 // MaxBurst is the largest burst a key rate may have.
 const MaxBurst = 1_000_000
@@ -48,8 +55,12 @@ type rateSpec struct {
 type rateBucket struct {
 	rateSpec
 	tat int64 // theoretical arrival time (ns); full while tat <= now
-	due int64 // while dry: when the next token is due
+	due int64 // while buckets are parked: when the next token is due
 }
+
+// nextToken returns when the bucket next has a token (at or before now:
+// it has one now).
+func (b *rateBucket) nextToken() int64 { return b.tat - (b.burst-1)*b.interval }
 
 // rateMemo is the bucket of a dropped key gate that was not full yet, so
 // that a gate made again for the key goes on where it stopped.
@@ -91,7 +102,7 @@ func (s *Scheduler) SetKeyRate(pattern string, r Rate) error {
 	s.keyRate.set(pattern, spec, r != (Rate{}))
 	for _, g := range s.keyGates {
 		want, _ := s.keyRate.lookup(g.name)
-		if want != g.rate.rateSpec {
+		if want != s.gcs.rate(g.num).rateSpec {
 			s.setRate(g, want, 0)
 		}
 	}
@@ -120,50 +131,130 @@ func (s *Scheduler) initRate(g *gate) {
 	s.setRate(g, spec, tat)
 }
 
-// setRate gives gate g a rate (interval 0: none) and a bucket at tat.
+// setRate gives gate g a rate (interval 0: none) and a bucket at tat; the
+// buckets parked on its old bucket are shown again (its key may have a
+// token now).
 func (s *Scheduler) setRate(g *gate, spec rateSpec, tat int64) {
-	g.dry = false // its entry in rateWake goes stale
-	g.rate = rateBucket{rateSpec: spec, tat: tat}
-	g.rated = spec.interval > 0
-	if g.rated {
-		s.checkDry(g, s.nowNS())
+	s.unpark(g)
+	*s.gcs.rate(g.num) = rateBucket{rateSpec: spec, tat: tat}
+	if rated := spec.interval > 0; rated != g.rated {
+		g.rated = rated
+		for _, b := range g.buckets {
+			s.flagRated(b)
+		}
 	}
-	s.setClosed(g, g.shouldClose())
 }
 
-// takeToken spends a token of a rated gate for a start.
-func (s *Scheduler) takeToken(g *gate) {
+// flagRated marks whether a bucket holds a rated key gate, so that a head
+// without one is let through without looking at its gates.
+func (s *Scheduler) flagRated(b *bucket) {
+	b.flags &^= ratedGates
+	for _, r := range b.gates {
+		if r.g.rated {
+			b.flags |= ratedGates
+		}
+	}
+}
+
+// take spends a token of a rated gate's bucket for a start at now.
+func (b *rateBucket) take(now int64) {
+	b.tat = max(b.tat, now) + b.interval
+}
+
+// dryGate returns a rated key gate of bucket b (which holds one) that has
+// no token at the clock's now, or nil.
+func (s *Scheduler) dryGate(b *bucket) *gate {
 	now := s.nowNS()
-	g.rate.tat = max(g.rate.tat, now) + g.rate.interval
-	if s.checkDry(g, now) {
-		s.setClosed(g, true)
+	if b.flags&manyGates == 0 {
+		if s.gcs.rate(b.gate0-1).nextToken() > now {
+			return s.gcs.At(b.gate0 - 1).g
+		}
+		return nil
+	}
+	for _, r := range b.gates {
+		if g := r.g; g.rated && s.gcs.rate(g.num).nextToken() > now {
+			return g
+		}
+	}
+	return nil
+}
+
+// park hides bucket b, which came to the head of its queue while its key
+// gate g had no token, until g's next token is due.
+func (s *Scheduler) park(b *bucket, g *gate) {
+	b.flags |= parked
+	b.closed++
+	if b.closed == 1 {
+		s.hide(b)
+	}
+	if s.parked == nil {
+		s.parked = map[*gate][]*bucket{}
+	}
+	list, ok := s.parked[g]
+	if !ok && len(s.parkLists) > 0 {
+		list = s.parkLists[len(s.parkLists)-1]
+		s.parkLists = s.parkLists[:len(s.parkLists)-1]
+	}
+	s.parked[g] = append(list, b)
+	if !g.dry {
+		r := s.gcs.rate(g.num)
+		g.dry, r.due = true, r.nextToken()
+		s.rateWake.push(r.due, g)
 	}
 }
 
-// checkDry marks a rated gate dry when it has no token at now, and files
-// it to wake when the next one is due. It reports whether it did.
-func (s *Scheduler) checkDry(g *gate, now int64) bool {
-	due := g.rate.tat - (g.rate.burst-1)*g.rate.interval
-	if due <= now || g.dry {
-		return false
+// unpark shows again the buckets parked on gate g; its entry in rateWake
+// goes stale.
+func (s *Scheduler) unpark(g *gate) {
+	if !g.dry {
+		return
 	}
-	g.dry, g.rate.due = true, due
-	s.rateWake.push(due, g)
-	return true
+	g.dry = false
+	list := s.parked[g]
+	for i, b := range list {
+		list[i] = nil
+		b.flags &^= parked
+		b.closed--
+		if b.closed == 0 {
+			s.show(b)
+		}
+	}
+	delete(s.parked, g)
+	s.parkLists = append(s.parkLists, list[:0])
 }
 
-// openDue opens the gates whose next token is due by now.
+// unparkDropped takes a bucket about to be dropped out of the parked list
+// of the gate it is parked on.
+func (s *Scheduler) unparkDropped(b *bucket) {
+	if b.flags&parked == 0 {
+		return
+	}
+	for _, r := range b.gates {
+		g := r.g
+		if i := slices.Index(s.parked[g], b); i >= 0 {
+			if rest := slices.Delete(s.parked[g], i, i+1); len(rest) > 0 {
+				s.parked[g] = rest
+			} else {
+				delete(s.parked, g)
+				g.dry = false
+			}
+			return
+		}
+	}
+}
+
+// openDue shows the buckets parked on gates whose next token is due by
+// now.
 func (s *Scheduler) openDue(now int64) {
 	for len(s.rateWake) > 0 && s.rateWake[0].at <= now {
-		if e := s.rateWake.pop(); rateLive(e) {
-			e.v.dry = false
-			s.setClosed(e.v, e.v.shouldClose())
+		if e := s.rateWake.pop(); s.rateLive(e) {
+			s.unpark(e.v)
 		}
 	}
 }
 
 // openDueNow is openDue before a dispatch or pull, reading the clock only
-// when some gate is dry.
+// when some bucket is parked.
 func (s *Scheduler) openDueNow() {
 	if len(s.rateWake) > 0 {
 		s.openDue(s.nowNS())
@@ -176,12 +267,11 @@ func (s *Scheduler) dropRate(g *gate) {
 	if !g.rated {
 		return
 	}
-	g.dry = false // its entry in rateWake goes stale
-	if g.rate.tat > s.nowNS() {
+	if r := s.gcs.rate(g.num); r.tat > s.nowNS() {
 		if s.rateMemo == nil {
 			s.rateMemo = map[string]rateMemo{}
 		}
-		s.rateMemo[g.name] = rateMemo{spec: g.rate.rateSpec, tat: g.rate.tat}
+		s.rateMemo[g.name] = rateMemo{spec: r.rateSpec, tat: r.tat}
 	}
 }
 
@@ -209,12 +299,13 @@ func (b *rateBucket) tokens(now int64) (int, int64) {
 	return int(have), b.tat - (b.burst-have-1)*b.interval
 }
 
-// rateLive says whether an entry of the rate wake heap (the dry gates by
-// when their next token is due) is still dry until its time. An entry goes
-// stale when its gate stops being dry otherwise (its rate changed, it was
-// dropped); openDue skips stale entries, and they are few. A dropped
+// rateLive says whether an entry of the rate wake heap (the gates with
+// parked buckets, by when their next token is due) still has them parked
+// until its time. An entry goes stale when its gate's buckets are shown
+// otherwise (its rate changed, they were dropped); openDue skips stale
+// entries, and they are few. A dropped
 // gate's counters record may hold another gate by now.
-func rateLive(e timed[*gate]) bool {
+func (s *Scheduler) rateLive(e timed[*gate]) bool {
 	c := e.v.gateCounts
-	return c.g == e.v && c.dry && e.v.rate.due == e.at
+	return c.g == e.v && c.dry && s.gcs.rate(c.num).due == e.at
 }

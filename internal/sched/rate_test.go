@@ -197,3 +197,34 @@ func TestRateBadInput(t *testing.T) {
 	h.submitN("j", 2, "api")
 	wantIDs(t, "the old rate holds", h.pull("a", 10), "j0")
 }
+
+// A key out of tokens holds back only its job at the head of a queue: the
+// jobs behind that one start, the queue's snapshot names the key for the
+// held job, and NextDeadline names the token's time only once a job waits
+// for it.
+func TestRateHoldsOnlyTheHead(t *testing.T) {
+	h := rateHarness(t, Rate{Count: 1, Per: time.Second, Burst: 1})
+	for i, key := range []string{"api", "web", "api", "web"} {
+		if err := h.s.Submit(JobSpec{ID: "j" + strconv.Itoa(i), Queue: "q", Keys: []string{key}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantIDs(t, "first", h.pull("a", 1), "j0")
+	if d := h.s.NextDeadline(); !d.IsZero() {
+		t.Fatalf("NextDeadline %v while no job waits for a token", d)
+	}
+	wantIDs(t, "the api job is passed over", h.pull("a", 10), "j1", "j3")
+	h.check()
+	if d, want := h.s.NextDeadline(), h.clk.Now().Add(time.Second); !d.Equal(want) {
+		t.Fatalf("NextDeadline %v, want %v", d, want)
+	}
+	for _, q := range h.s.Snapshot().Queues {
+		if q.Blocked != 1 || q.BlockedBy["api"] != 1 {
+			t.Fatalf("queue usage %+v, want one job held back by api", q)
+		}
+	}
+	h.clk.advance(time.Second)
+	h.s.Tick()
+	h.check()
+	wantIDs(t, "token due", h.pull("a", 10), "j2")
+}

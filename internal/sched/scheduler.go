@@ -42,7 +42,9 @@ type Scheduler struct {
 	keyLimit    keyLimits
 	keyRate     keyTable[rateSpec]
 	rateMemo    map[string]rateMemo // buckets of dropped key gates not yet full (rate.go)
-	rateWake    timedHeap[*gate]    // gates out of tokens, by when the next one is due
+	rateWake    timedHeap[*gate]    // dry gates, by when the next token is due
+	parked      map[*gate][]*bucket // the buckets parked on each dry gate (rate.go)
+	parkLists   [][]*bucket         // emptied lists of parked, for reuse
 	reads       *gate               // mode gates: closed while the other mode runs
 	writes      *gate
 

@@ -85,8 +85,8 @@ func (s *Scheduler) Snapshot() Snapshot {
 		snap.Delayed += q.delayed
 		snap.Running += q.running
 	}
-	snap.Keys = gateUsage(s.keyGates, queued, s.nowNS())
-	snap.Groups = gateUsage(s.groups, queued, 0)
+	snap.Keys = s.gateUsage(s.keyGates, queued, s.nowNS())
+	snap.Groups = s.gateUsage(s.groups, queued, 0)
 	for _, w := range s.workers {
 		snap.Workers = append(snap.Workers, WorkerUsage{ID: w.id, Slots: w.slots, Running: len(w.jobs), Push: w.push})
 	}
@@ -108,7 +108,7 @@ func (s *Scheduler) blockedIn(q *queue, u *QueueUsage) {
 			u.BlockedBy = map[string]int{}
 		}
 		for _, r := range b.gates {
-			if r.g.closed {
+			if r.g.closed || b.flags&parked != 0 && r.g.dry && slices.Contains(s.parked[r.g], b) {
 				u.BlockedBy[r.g.label()] += n
 			}
 		}
@@ -135,7 +135,7 @@ func (s *Scheduler) queuedPerGate() map[*gate]int {
 	return out
 }
 
-func gateUsage(gates map[string]*gate, queued map[*gate]int, now int64) []KeyUsage {
+func (s *Scheduler) gateUsage(gates map[string]*gate, queued map[*gate]int, now int64) []KeyUsage {
 	out := make([]KeyUsage, 0, len(gates))
 	for _, g := range gates {
 		if g.live == 0 && g.running == 0 {
@@ -148,7 +148,7 @@ func gateUsage(gates map[string]*gate, queued map[*gate]int, now int64) []KeyUsa
 		u := KeyUsage{Key: g.name, Running: int(g.running), Limit: l, Queued: queued[g], Rated: g.rated}
 		if g.rated {
 			var next int64
-			u.Tokens, next = g.rate.tokens(now)
+			u.Tokens, next = s.gcs.rate(g.num).tokens(now)
 			if next != 0 {
 				u.NextToken = time.Unix(0, next)
 			}

@@ -203,9 +203,9 @@ func (s *Scheduler) renew(w *worker) {
 // Tick applies the passage of time: workers whose lease lapsed are removed
 // (EventLeaseExpired, then their jobs are retried or failed), retries
 // whose backoff ended and scheduled jobs now due join their queues, jobs
-// not started by their deadline are cancelled (EventExpired), and keys
-// whose rate has a token again open. Call it at NextDeadline, then
-// Dispatch.
+// not started by their deadline are cancelled (EventExpired), and jobs
+// held at a queue's head for a key's token come back when it is due. Call
+// it at NextDeadline, then Dispatch.
 func (s *Scheduler) Tick() {
 	now := s.nowNS()
 	var lapsed []*worker
@@ -228,7 +228,7 @@ func (s *Scheduler) Tick() {
 
 // NextDeadline returns when Tick next has work: the earliest lease end,
 // retry or scheduled job's wake-up, deadline, time limit or token due for
-// a key out of them. It returns the zero time when there is none.
+// a key whose job waits for it. It returns the zero time when there is none.
 func (s *Scheduler) NextDeadline() time.Time {
 	var next int64
 	for _, w := range s.workers {
