@@ -29,7 +29,7 @@ lint:
 # a time: the longest (real asy in the sandbox, multi-node deployments)
 # start first, so that no long one is left running alone at the end.
 CORE_PACKAGES := ./internal/sched/...
-SLOW_PACKAGES := ./internal/redisq/e2etest ./internal/service ./internal/sandbox ./internal/backend \
+SLOW_PACKAGES := ./internal/redisq/e2etest ./internal/sandbox ./internal/service ./internal/backend \
 	./internal/examples ./internal/jobs/crashtest ./internal/redisq/backendrole ./internal/redisq/scheduler
 unit:
 	$(GO) test -count=1 -timeout 20m $(CORE_PACKAGES)
