@@ -113,3 +113,30 @@ func OwnConn(ctx context.Context, rdb redis.UniversalClient, key string, scripts
 	}
 	return conn, nil
 }
+
+// RunOwn runs script on *conn, a connection of its own (OwnConn) to the
+// server holding keys[0], opening it first when *conn is nil; a client of
+// a kind without one runs it on rdb. After an error it closes *conn and
+// sets it to nil, so that the next call opens another. The keeper of a
+// periodic write keeps *conn between calls.
+func RunOwn(ctx context.Context, rdb redis.UniversalClient, conn **redis.Conn, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if *conn == nil {
+		c, err := OwnConn(ctx, rdb, keys[0], script)
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
+		*conn = c
+	}
+	var sc redis.Scripter = rdb
+	if *conn != nil {
+		sc = *conn
+	}
+	cmd := script.Run(ctx, sc, keys, args...)
+	if cmd.Err() != nil && *conn != nil {
+		_ = (*conn).Close()
+		*conn = nil
+	}
+	return cmd
+}

@@ -208,7 +208,7 @@ return 1
 
 // publish keeps scheduler.api naming this node until ctx ends or the
 // token no longer leads. It writes on a connection of its own
-// (redisq.OwnConn), as the lease is renewed, so that a busy Redis holds a
+// (redisq.RunOwn), as the lease is renewed, so that a busy Redis holds a
 // write up once, not once per round trip of dialing a connection when the
 // shared pool has none free, and the address outlives short stalls as the
 // lease does.
@@ -226,7 +226,7 @@ func (r *Role) publish(ctx context.Context, token string, log *slog.Logger) {
 		_ = unpublishScript.Run(uctx, r.cfg.Client, keys[1:], r.cfg.Advertise).Err()
 	}()
 	for {
-		ok, err := r.publishOn(ctx, &conn, keys, token)
+		ok, err := redisq.RunOwn(ctx, r.cfg.Client, &conn, publishScript, keys, token, r.cfg.Advertise, r.cfg.PublishTTL.Milliseconds()).Int()
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("jobs: publishing the /v1 address failed", "err", err)
@@ -240,26 +240,4 @@ func (r *Role) publish(ctx context.Context, token string, log *slog.Logger) {
 		case <-tick.C:
 		}
 	}
-}
-
-// publishOn runs publishScript once on *conn, first opening it when nil;
-// after an error it closes it, and the next call opens another.
-func (r *Role) publishOn(ctx context.Context, conn **redis.Conn, keys []string, token string) (int, error) {
-	if *conn == nil {
-		c, err := redisq.OwnConn(ctx, r.cfg.Client, keys[0], publishScript)
-		if err != nil {
-			return 0, err
-		}
-		*conn = c
-	}
-	var sc redis.Scripter = r.cfg.Client // a client without connections of their own
-	if *conn != nil {
-		sc = *conn
-	}
-	ok, err := publishScript.Run(ctx, sc, keys, token, r.cfg.Advertise, r.cfg.PublishTTL.Milliseconds()).Int()
-	if err != nil && *conn != nil {
-		_ = (*conn).Close()
-		*conn = nil
-	}
-	return ok, err
 }

@@ -127,8 +127,12 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 			l.ops = []op{{kind: "deny", id: "victim", b: "denied from a paused leader"}}
 			_, ferr := l.flush(context.Background())
 			var rerr error
-			if r := a.s.renew(context.Background(), a.s.rdb, l.token); r.err != nil || r.held {
+			r := a.s.renewOn(context.Background(), nil, l.token)
+			if r.err != nil || r.held {
 				rerr = fmt.Errorf("renewal: held %v, err %v", r.held, r.err)
+			}
+			if r.conn != nil {
+				_ = r.conn.Close()
 			}
 			results <- [2]error{ferr, rerr}
 		})

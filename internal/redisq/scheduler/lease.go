@@ -103,36 +103,16 @@ func closeLeaseConn(conn *redis.Conn, inFlight bool, results <-chan renewal) {
 	}()
 }
 
-// renewOn renews the lease on conn, first opening one when conn is nil.
-// A connection that failed is closed, and the next renewal opens another.
+// renewOn renews the lease once on conn, the keeper's connection, first
+// opening one when conn is nil (redisq.RunOwn); a connection that failed
+// is closed, and the next renewal opens another.
 func (s *Scheduler) renewOn(ctx context.Context, conn *redis.Conn, token string) renewal {
-	if conn == nil {
-		var err error
-		if conn, err = s.leaseConn(ctx); err != nil {
-			return renewal{sentAt: time.Now(), err: err}
-		}
-	}
-	var sc redis.Scripter = s.rdb // a client leaseConn has no connection of its own for
-	if conn != nil {
-		sc = conn
-	}
-	r := s.renew(ctx, sc, token)
-	if r.err != nil && conn != nil {
-		_ = conn.Close()
-		conn = nil
-	}
-	r.conn = conn
-	return r
-}
-
-// renew runs the renewal script once on sc.
-func (s *Scheduler) renew(ctx context.Context, sc redis.Scripter, token string) renewal {
 	at := time.Now()
-	ok, err := renewScript.Run(ctx, sc, []string{s.keys.Leader()}, token, s.cfg.LeaseTTL.Milliseconds()).Int()
+	ok, err := redisq.RunOwn(ctx, s.rdb, &conn, renewScript, []string{s.keys.Leader()}, token, s.cfg.LeaseTTL.Milliseconds()).Int()
 	if err != nil {
 		return renewal{sentAt: at, err: fmt.Errorf("renew the lease: %w", err)}
 	}
-	return renewal{held: ok == 1, sentAt: at}
+	return renewal{held: ok == 1, sentAt: at, conn: conn}
 }
 
 // leaseConn opens the keeper's connection (redisq.OwnConn) to the server
