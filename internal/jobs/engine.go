@@ -254,7 +254,7 @@ func (e *Engine) commit(ctx context.Context) error {
 // term (ErrWritingEnded).
 func (e *Engine) logWriteFailure(msg string, err error) {
 	level := slog.LevelError
-	if errors.Is(err, ErrWritingEnded) {
+	if writingOver(err) {
 		level = slog.LevelWarn
 	}
 	e.cfg.Logger.Log(context.Background(), level, msg, "err", err)

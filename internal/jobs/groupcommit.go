@@ -12,6 +12,13 @@ import (
 // ErrStoreClosed reports a change appended after the store was closed.
 var ErrStoreClosed = errors.New("store closed")
 
+// writingOver reports an error that ends writing for good as planned: the
+// term's end (a fenced store) or the store closed on the way out. It is a
+// warning, not a failure to look into.
+func writingOver(err error) bool {
+	return errors.Is(err, ErrWritingEnded) || errors.Is(err, ErrStoreClosed)
+}
+
 // ErrWritingEnded reports changes a store will never write because a
 // fatal failure ended its writing: the store was fenced, so another
 // scheduler leads. That is how a term of leadership ends, not a fault;
@@ -206,7 +213,11 @@ func (g *GroupCommitter) Prune(ctx context.Context, keep, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		if err := g.Append(Op{Kind: OpPrune, At: time.Now().Add(-keep)}).Wait(ctx); err != nil && ctx.Err() == nil {
+		switch err := g.Append(Op{Kind: OpPrune, At: time.Now().Add(-keep)}).Wait(ctx); {
+		case err == nil || ctx.Err() != nil:
+		case writingOver(err):
+			g.log.Warn(g.name+": pruning finished jobs", "err", err)
+		default:
 			g.log.Error(g.name+": pruning finished jobs", "err", err)
 		}
 		select {

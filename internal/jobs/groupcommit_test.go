@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/usherhq/usher/internal/jobs"
+	"github.com/usherhq/usher/internal/sqlitedb"
+	"github.com/usherhq/usher/internal/sqlitejobs"
 	"github.com/usherhq/usher/internal/testbin"
 	"github.com/usherhq/usher/internal/testwait"
+	"github.com/usherhq/usher/jobtype"
 )
 
 // flakyDB is a fake database, named as such: the real ones (SQLite, Redis)
@@ -129,5 +133,49 @@ func TestCloseEndsRetries(t *testing.T) {
 	}
 	if _, written := db.snapshot(); len(written) != 0 {
 		t.Fatalf("written %v while the database was down", written)
+	}
+}
+
+// A store closed on the way out (a term's end, a shutdown) is no failure
+// to look into: the engine's timed writes and the pruner that meet it log
+// a warning, never an error.
+func TestClosedStoreIsAWarning(t *testing.T) {
+	ctx := context.Background()
+	var logs testbin.LogBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	db, err := sqlitedb.Open(ctx, filepath.Join(t.TempDir(), "usher.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := sqlitejobs.Open(ctx, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := jobs.Open(ctx, jobs.Config{Store: s, Logger: log, LeaseTTL: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateQueue(ctx, jobtype.Queue{Name: "q", Active: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Enqueue(ctx, []jobtype.JobSpec{{Queue: "q", Payload: []byte(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+	// The lease lapses after the store closed: Run's write of its end fails.
+	if a, err := e.Lease(ctx, jobtype.LeaseRequest{Agent: "a1", Slots: 1}); err != nil || len(a.Jobs) != 1 {
+		t.Fatalf("lease: %v, %v", a, err)
+	}
+	s.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go e.Run(runCtx)
+	go s.Prune(runCtx, time.Hour, time.Hour)
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		return logs.Contains("writing expired leases") && logs.Contains("pruning finished jobs")
+	}, "%s", "the timed write and the pruner meeting the closed store:\n"+logs.String())
+	stop()
+	if logs.Contains("level=ERROR") || !logs.Contains("level=WARN") {
+		t.Fatalf("log after the store closed:\n%s\nwant warnings and no error", logs.String())
 	}
 }
