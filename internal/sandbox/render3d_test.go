@@ -54,35 +54,37 @@ label("$2$D",(2,0));
 `},
 }
 
-// Every 3D figure compiles in every format inside the sandbox, with the
-// default limits: a valid file of the format, a png with more than one
-// colour, and the 3D part rendered (a bitmap in svg and pdf, which is what
+// Every 3D figure compiles inside the sandbox, with the default limits, in
+// png and in svg or pdf: a valid file of the format, a png with more than
+// one colour, and the 3D part rendered (a bitmap in svg and pdf, which is what
 // asy on a desktop produces too).
 func TestRender3D(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Limits{})
-	for _, fig := range figures3D {
+	for i, fig := range figures3D {
 		// png: TestShaderTemplateCoversFigures renders each figure to png
-		// and checks it as here, which saves five 3D renders.
-		for _, format := range []string{FormatSVG, FormatPDF} {
-			// One at a time: fifteen 3D sandboxes starting together make a
-			// new one reuse a finished one's PID namespace inode within the
-			// start-time slack that assertGone allows.
-			t.Run(fig.name+"/"+format, func(t *testing.T) {
-				task := mainTask(fig.src)
-				task.Format = format
-				o, s := runTask(t, r, task)
-				wantOutcome(t, o, true, "", s)
-				if s.ImageCount() != 1 {
-					t.Fatalf("%d images", s.ImageCount())
-				}
-				img := s.Image(0)
-				if !HasMagic(format, img) {
-					t.Fatalf("not a %s file: %q", format, img[:min(len(img), 40)])
-				}
-				checkRendered(t, format, img)
-			})
-		}
+		// and checks it as here. svg and pdf embed the same OpenGL bitmap
+		// through different converters, so each figure is rendered in one
+		// of them, in turn: every converter meets 2D and 3D mixed, labels
+		// and surfaces, at half the 3D renders.
+		format := []string{FormatSVG, FormatPDF}[i%2]
+		// One at a time: 3D sandboxes starting together make a new one
+		// reuse a finished one's PID namespace inode within the start-time
+		// slack that assertGone allows.
+		t.Run(fig.name+"/"+format, func(t *testing.T) {
+			task := mainTask(fig.src)
+			task.Format = format
+			o, s := runTask(t, r, task)
+			wantOutcome(t, o, true, "", s)
+			if s.ImageCount() != 1 {
+				t.Fatalf("%d images", s.ImageCount())
+			}
+			img := s.Image(0)
+			if !HasMagic(format, img) {
+				t.Fatalf("not a %s file: %q", format, img[:min(len(img), 40)])
+			}
+			checkRendered(t, format, img)
+		})
 	}
 }
 

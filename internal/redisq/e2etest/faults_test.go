@@ -29,9 +29,9 @@ func TestLeadingSchedulerKilledMidRun(t *testing.T) {
 	defer cancel()
 	var ended atomic.Int64
 	done := make(chan []outcome, 1)
-	go func() { done <- workload(ctx, fronts, 60, 30, &ended) }()
+	go func() { done <- workload(ctx, fronts, 42, 30, &ended) }()
 	d.eventually(2*time.Minute, "a third of the tasks ended", func() (bool, string) {
-		return ended.Load() >= 20, fmt.Sprintf("%d ended", ended.Load())
+		return ended.Load() >= 14, fmt.Sprintf("%d ended", ended.Load())
 	})
 	d.schedulerProc(first).Kill()
 	killed := time.Now()
@@ -47,7 +47,7 @@ func TestLeadingSchedulerKilledMidRun(t *testing.T) {
 		left := d.leftovers()
 		return len(left) == 0, fmt.Sprint(left)
 	})
-	t.Logf("%s killed with 20 of %d tasks ended; %s led %v later", first, len(outs), second, took.Round(time.Millisecond))
+	t.Logf("%s killed with 14 of %d tasks ended; %s led %v later", first, len(outs), second, took.Round(time.Millisecond))
 }
 
 func (d *deployment) schedulerProc(node string) *testbin.Proc {

@@ -21,7 +21,7 @@ func TestAsyThroughSentinelFailover(t *testing.T) {
 	sentinel := redistest.StartSentinel(t, master, "usher", 1)
 	d := newDeployment(t, sentinel.URL())
 	fronts := d.startTwoOfEach()
-	d.tasksAllEnd(fronts, 20)
+	d.tasksAllEnd(fronts, 12)
 
 	// What the master acknowledged reaches the replica before the kill:
 	// the test is about a failover that loses nothing Redis kept.
@@ -42,7 +42,7 @@ func TestAsyThroughSentinelFailover(t *testing.T) {
 			return code == http.StatusOK, fmt.Sprintf("/readyz %d", code)
 		})
 	}
-	d.tasksAllEnd(fronts, 20)
+	d.tasksAllEnd(fronts, 12)
 }
 
 // tasksAllEnd runs n mixed tasks over the queue servers: every one ends
