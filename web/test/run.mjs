@@ -1275,10 +1275,25 @@ const scenarios = {
   },
 };
 
+// Scenarios run two at a time, each in its own browser context: most wait
+// on the server more than they compute. One that fills or frees the
+// backends, stops a server or prints a time runs alone, after everything
+// before it has ended, so scenarios that depend on an earlier one (the
+// stopped scheduler) still follow it.
+const alone = new Set([
+  "queue position shows when the backends are busy",
+  "the dashboard shows a running task",
+  "a multi-node dashboard names the leading scheduler, and says when none leads",
+  "Stop ends a long-running figure and frees its backend",
+  "embed.js on another origin's page turns asy blocks into figures and errors",
+  "symbols: dra completes to draw with its signatures, hover shows them, import gr offers graph",
+  "time from page load to the default figure, cold and warm (printed, not asserted)",
+]);
+for (const name of alone) if (!scenarios[name]) throw new Error(`alone: no scenario "${name}"`);
+const lanes = Number(process.env.USHER_WEBTEST_LANES || 2);
+
 let failed = 0;
-const t0 = Date.now();
-for (const [name, fn] of Object.entries(scenarios)) {
-  if (only && !name.includes(only)) continue;
+async function runScenario(name, fn) {
   const page = await freshPage();
   const start = Date.now();
   try {
@@ -1291,6 +1306,21 @@ for (const [name, fn] of Object.entries(scenarios)) {
   await page.screenshot({ path: join(artifacts, name.replace(/[^a-z0-9]+/gi, "-") + ".png") }).catch(() => {});
   await page.context().close();
 }
+
+const t0 = Date.now();
+const running = new Set();
+for (const [name, fn] of Object.entries(scenarios)) {
+  if (only && !name.includes(only)) continue;
+  if (alone.has(name)) {
+    await Promise.all(running);
+    await runScenario(name, fn);
+    continue;
+  }
+  if (running.size >= lanes) await Promise.race(running);
+  const run = runScenario(name, fn).finally(() => running.delete(run));
+  running.add(run);
+}
+await Promise.all(running);
 await browser.close();
 console.log(`${failed ? "FAIL" : "ok"}: ${failed} failed, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(failed ? 1 : 0);
