@@ -9,8 +9,10 @@
  * that served this script (POST /api/render) and replaced by the figure as
  * an <img> of its permanent URL. When the figure fails, the element stays
  * and asy's message is shown after it. Options on the script tag:
- * data-selector, data-format (svg or png; default svg).
- * An element may set data-format itself. No dependencies.
+ * data-selector, data-format (svg or png; default svg), data-timeout (the
+ * time limit in milliseconds, which picks the duration tier; default: the
+ * server's default task). An element may set data-format and data-timeout
+ * itself. No dependencies.
  */
 (function () {
   "use strict";
@@ -19,6 +21,7 @@
   var base = new URL(script.src, document.baseURI);
   var selector = script.getAttribute("data-selector") || "pre.asy";
   var defaultFormat = script.getAttribute("data-format") || "svg";
+  var defaultTimeout = script.getAttribute("data-timeout") || "";
 
   function showError(el, text) {
     var box = document.createElement("pre");
@@ -34,7 +37,9 @@
     if (el.getAttribute("data-asy-state")) return;
     el.setAttribute("data-asy-state", "rendering");
     var format = el.getAttribute("data-format") || defaultFormat;
-    var url = new URL("/api/render?format=" + encodeURIComponent(format), base);
+    var timeout = el.getAttribute("data-timeout") || defaultTimeout;
+    var url = new URL("/api/render?format=" + encodeURIComponent(format) +
+      (timeout ? "&timeout=" + encodeURIComponent(timeout) : ""), base);
     fetch(url, { method: "POST", headers: { "Content-Type": "text/plain" }, body: el.textContent })
       .then(function (resp) {
         if (resp.ok) {

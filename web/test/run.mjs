@@ -652,24 +652,28 @@ const scenarios = {
   async "embed.js on another origin's page turns asy blocks into figures and errors"(page) {
     // A forum page served from its own origin (another port, which the
     // server allows with --allowed-origins) loads usher's embed script
-    // with an extra selector.
+    // with an extra selector and a 10 s time limit (a default task's 3 s
+    // may run out on a loaded machine).
     const forum = createServer((req, resp) => {
       resp.setHeader("Content-Type", "text/html; charset=utf-8");
       resp.end(`<!doctype html><title>forum</title>
 <p>A circle:</p><pre class="asy" id="good">size(2cm); draw(unitcircle, blue); // ${Date.now()}</pre>
 <p>A typo:</p><pre class="asy" id="bad">draw((0,0)--(1,1)</pre>
 <p>Wiki markup:</p><div class="figure" id="wiki">size(2cm); fill(unitsquare, red); // ${Date.now()}</div>
-<script src="${base}/embed.js" data-selector="pre.asy, div.figure" defer></script>`);
+<script src="${base}/embed.js" data-selector="pre.asy, div.figure" data-timeout="10000" defer></script>`);
     });
     await new Promise((r) => forum.listen(Number(process.env.USHER_FORUM_PORT), "127.0.0.1", r));
     try {
       const forumURL = `http://localhost:${forum.address().port}/`;
+      const renders = [];
+      page.on("request", (r) => { if (r.url().includes("/api/render?")) renders.push(r.url()); });
       await page.goto(forumURL);
       const figures = await page.waitForFunction(() => {
         const imgs = [...document.querySelectorAll("img.asy-figure")];
         return imgs.length === 2 && imgs.every((i) => i.complete && i.naturalWidth > 0) ? imgs.map((i) => i.src) : null;
       }, null, { timeout: 30000 }).then((h) => h.jsonValue());
       if (!figures.every((src) => src.startsWith(base + "/api/render/"))) throw new Error("figures from " + figures.join(" "));
+      if (renders.length !== 3 || !renders.every((u) => new URL(u).searchParams.get("timeout") === "10000")) throw new Error("data-timeout not sent: " + renders.join(" "));
       const err = await page.waitForSelector("#bad + pre.asy-error", { timeout: 30000 });
       const text = await err.textContent();
       if (!/figure\.asy: \d+\.\d+: unexpected end of input/.test(text)) throw new Error("error shown: " + JSON.stringify(text));
