@@ -65,7 +65,21 @@ type JobSpec struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// Unique keeps at most one job alike among the unfinished ones.
 	Unique *UniqueOpts `json:"unique,omitempty"`
+	// Tags are short labels to find the job by (GET /v1/jobs?tag=): at
+	// most MaxTags, each 1 to MaxTagBytes bytes of printable text without
+	// spaces; the server drops repeats and keeps the order.
+	Tags []string `json:"tags,omitempty"`
+	// Metadata is a small JSON object (at most MaxMetadataBytes) kept
+	// with the job and shown with it; the server does not read it.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
+
+// Limits of a job's tags and metadata.
+const (
+	MaxTags          = 16
+	MaxTagBytes      = 64
+	MaxMetadataBytes = 4096
+)
 
 // UniqueOpts says which jobs count as the same one (docs/api.md,
 // "Unique jobs"): those of the same queue, with the same payload when

@@ -19,7 +19,7 @@ func (s waitStore) Append(...jobs.Op) jobs.Pending               { return pendin
 func (s waitStore) Job(context.Context, int64) (jobtype.Job, error) {
 	return jobtype.Job{}, &jobs.FieldError{Msg: "no job", Kind: jobs.ErrNotFound}
 }
-func (s waitStore) Jobs(context.Context, jobs.Filter) ([]jobtype.Job, error) { return nil, nil }
+func (s waitStore) Jobs(context.Context, jobs.Filter) (jobs.Page, error) { return jobs.Page{}, nil }
 func (s waitStore) WorkflowInfo(context.Context, int64) (string, error) {
 	return "", &jobs.FieldError{Msg: "no workflow", Kind: jobs.ErrNotFound}
 }

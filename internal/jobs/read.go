@@ -23,9 +23,17 @@ func (e *Engine) Job(ctx context.Context, id string) (jobtype.Job, error) {
 	return j, nil
 }
 
-// Jobs lists jobs in id order. The store tells unfinished from finished
-// jobs; the engine tells a waiting, scheduled, delayed or queued job apart.
+// Jobs lists the jobs of one page, in the filter's order.
 func (e *Engine) Jobs(ctx context.Context, f Filter) ([]jobtype.Job, error) {
+	p, err := e.JobPage(ctx, f)
+	return p.Jobs, err
+}
+
+// JobPage lists one page of jobs, in id order (newest first with
+// f.Desc), and the cursor of the next. The store tells unfinished from
+// finished jobs; the engine tells a waiting, scheduled, delayed or queued
+// job apart, so a page filtered on one of those may end short.
+func (e *Engine) JobPage(ctx context.Context, f Filter) (Page, error) {
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
 	}
@@ -35,22 +43,23 @@ func (e *Engine) Jobs(ctx context.Context, f Filter) ([]jobtype.Job, error) {
 	case jobtype.StateWaiting, jobtype.StateDelayed, jobtype.StateQueued, jobtype.StateScheduled:
 		f.State = jobtype.StateQueued // the store keeps all four as queued
 	default:
-		return nil, invalid("state", "unknown state %q", want)
+		return Page{}, invalid("state", "unknown state %q", want)
 	}
-	list, err := e.store.Jobs(ctx, f)
+	p, err := e.store.Jobs(ctx, f)
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := list[:0]
-	for i := range list {
-		e.overlayLocked(&list[i])
-		if want == "" || list[i].State == want {
-			out = append(out, list[i])
+	out := p.Jobs[:0]
+	for i := range p.Jobs {
+		e.overlayLocked(&p.Jobs[i])
+		if want == "" || p.Jobs[i].State == want {
+			out = append(out, p.Jobs[i])
 		}
 	}
-	return out, nil
+	p.Jobs = out
+	return p, nil
 }
 
 // overlayLocked gives an unfinished job its state as the engine knows it.
@@ -96,15 +105,15 @@ func (e *Engine) Workflow(ctx context.Context, id string) (jobtype.Workflow, err
 	}
 	w := jobtype.Workflow{ID: id, Name: name, State: "succeeded", Jobs: []jobtype.Job{}}
 	for after := int64(0); ; {
-		page, err := e.Jobs(ctx, Filter{Workflow: id, After: after, Limit: 1000})
+		page, err := e.JobPage(ctx, Filter{Workflow: id, After: after, Limit: 1000})
 		if err != nil {
 			return jobtype.Workflow{}, err
 		}
-		w.Jobs = append(w.Jobs, page...)
-		if len(page) < 1000 {
+		w.Jobs = append(w.Jobs, page.Jobs...)
+		if page.Next == 0 {
 			break
 		}
-		after = mustID(page[len(page)-1].ID)
+		after = page.Next
 	}
 	for _, j := range w.Jobs {
 		switch {

@@ -24,8 +24,10 @@ type Store interface {
 	Append(ops ...Op) Pending
 	// Job reads one job; ErrNotFound when there is none.
 	Job(ctx context.Context, id int64) (jobtype.Job, error)
-	// Jobs lists jobs in id order.
-	Jobs(ctx context.Context, f Filter) ([]jobtype.Job, error)
+	// Jobs lists one page of the jobs f selects, in id order (descending
+	// with f.Desc): at most f.Limit jobs, found among at most
+	// f.ScanLimit() examined, and the cursor to go on from (0: done).
+	Jobs(ctx context.Context, f Filter) (Page, error)
 	// WorkflowInfo reads a workflow's name; ErrNotFound when there is none.
 	WorkflowInfo(ctx context.Context, id int64) (name string, err error)
 	// Close writes what was appended and closes the store.
@@ -104,6 +106,7 @@ const (
 	OpSnooze                        // ID, Attempt (the attempts that count), At (when it may run): a running job snoozed
 	OpProgress                      // ID, Progress: a running job's latest progress
 	OpKeepKey                       // Key: an enqueue request's idempotency key, kept with its jobs' ids
+	OpDelete                        // ID: a finished job is deleted, with its tags, keys and dependencies
 )
 
 // Op is one change to durable state.

@@ -189,6 +189,9 @@ func (e *Engine) checkBasics(sp *jobtype.JobSpec, cs *sched.JobSpec) error {
 	if err := checkKeys(sp); err != nil {
 		return err
 	}
+	if err := checkLabels(sp); err != nil {
+		return err
+	}
 	switch sp.Mode {
 	case "":
 	case "read":

@@ -72,6 +72,20 @@ ALTER TABLE job_limits ADD COLUMN burst INTEGER NOT NULL DEFAULT 0;
 -- as runs "first+count" joined by commas (jobs.FormatRuns).
 CREATE TABLE job_request_keys (key TEXT PRIMARY KEY, jobs TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX job_request_keys_by_time ON job_request_keys(created_at);
+`, `
+-- What a listing finds jobs by (list.go): their tags and keys, one row
+-- each, gone with the job's row; a queue's and a state's jobs in id order.
+CREATE TABLE job_tags (tag TEXT NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (tag, job)) WITHOUT ROWID;
+CREATE INDEX job_tags_by_job ON job_tags(job);
+CREATE TABLE job_keys (key TEXT NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (key, job)) WITHOUT ROWID;
+CREATE INDEX job_keys_by_job ON job_keys(job);
+INSERT OR IGNORE INTO job_keys (key, job) SELECT k.value, jobs.id FROM jobs, json_each(jobs.spec, '$.keys') AS k;
+CREATE TRIGGER jobs_labels_gone AFTER DELETE ON jobs BEGIN
+	DELETE FROM job_tags WHERE job = old.id;
+	DELETE FROM job_keys WHERE job = old.id;
+END;
+CREATE INDEX jobs_by_queue ON jobs(queue, id);
+CREATE INDEX jobs_by_state ON jobs(state, id);
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -250,40 +264,6 @@ func (s *Store) Job(ctx context.Context, id int64) (jobtype.Job, error) {
 		return jobtype.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
 	}
 	return j, err
-}
-
-// Jobs implements jobs.Store.
-func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobtype.Job, error) {
-	q := `SELECT ` + jobColumns + ` FROM jobs WHERE id > ?`
-	args := []any{f.After}
-	if f.Queue != "" {
-		q += ` AND queue = ?`
-		args = append(args, f.Queue)
-	}
-	if f.State != "" {
-		q += ` AND state = ?`
-		args = append(args, stateCode(f.State))
-	}
-	if f.Workflow != "" {
-		q += ` AND workflow = ?`
-		args = append(args, f.Workflow)
-	}
-	q += ` ORDER BY id LIMIT ?`
-	args = append(args, f.Limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitejobs: list jobs: %w", err)
-	}
-	defer rows.Close()
-	out := []jobtype.Job{}
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
 }
 
 type scanner interface{ Scan(...any) error }

@@ -38,6 +38,10 @@ var statements = map[string]string{
 	"reinsert":         insertJob + ` ON CONFLICT (id) DO NOTHING`,
 	"reinsertWorkflow": insertWorkflow + ` ON CONFLICT (id) DO NOTHING`,
 	"dep":              `INSERT OR IGNORE INTO job_deps (job, dep) VALUES (?, ?)`,
+	"tag":              `INSERT OR IGNORE INTO job_tags (tag, job) VALUES (?, ?)`,
+	"jobKey":           `INSERT OR IGNORE INTO job_keys (key, job) VALUES (?, ?)`,
+	"delete":           `DELETE FROM jobs WHERE id = ? AND state >= 2`,
+	"deleteDeps":       `DELETE FROM job_deps WHERE job = ?`,
 	"start":            `UPDATE jobs SET state = 1, attempt = ?, agent = ?, started_at = ?, ready_at = NULL WHERE id = ?`,
 	"requeue": `UPDATE jobs SET state = 0, agent = NULL, ready_at = ?,
 		exit_code = coalesce(?, exit_code), output = coalesce(?, output), error = coalesce(?, error),
@@ -226,6 +230,11 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 			}
 		}
 		return nil
+	case jobs.OpDelete:
+		if err := w.exec(ctx, tx, "delete", op.ID); err != nil {
+			return err
+		}
+		return w.exec(ctx, tx, "deleteDeps", op.ID)
 	case jobs.OpPutCron, jobs.OpDeleteCron, jobs.OpFireCron:
 		return w.cron(ctx, tx, op)
 	}
@@ -270,6 +279,16 @@ func (w *writer) insertAs(ctx context.Context, tx *sql.Tx, stmt string, r *jobs.
 	}
 	for _, d := range r.After {
 		if err := w.exec(ctx, tx, "dep", r.ID, d); err != nil {
+			return err
+		}
+	}
+	for _, t := range r.Spec.Tags {
+		if err := w.exec(ctx, tx, "tag", t, r.ID); err != nil {
+			return err
+		}
+	}
+	for _, k := range r.Spec.Keys {
+		if err := w.exec(ctx, tx, "jobKey", k, r.ID); err != nil {
 			return err
 		}
 	}

@@ -45,7 +45,8 @@ func testHandlerReports(t *testing.T, open func(t *testing.T) jobs.Store) {
 	if j.Progress == nil || *j.Progress != (jobtype.Progress{Value: 1}) {
 		t.Fatalf("progress = %+v, want the latest (1)", j.Progress)
 	}
-	list, err := s.Jobs(context.Background(), jobs.Filter{Limit: 10})
+	page, err := s.Jobs(context.Background(), jobs.Filter{Limit: 10})
+	list := page.Jobs
 	if err != nil || len(list) != 1 || string(list[0].Result) != string(result) || list[0].Progress == nil {
 		t.Fatalf("Jobs = %+v, %v; want the job with its result and progress", list, err)
 	}

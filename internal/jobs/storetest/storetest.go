@@ -37,6 +37,7 @@ func Run(t *testing.T, open Opener) {
 		{"QueuesAndLimits", testQueuesAndLimits},
 		{"ChangesToMissingJobs", testMissingJobs},
 		{"ListingFiltersAndPages", testListing},
+		{"FindingByTagKeyTextAndTime", testFinding},
 		{"PruneDeletesOnlyOldFinishedJobs", testPrune},
 		{"PrunedIDsAreNotGivenAgain", testPrunedIDs},
 		{"ResetAfterAPruneWritesTheJobAnew", testResetAfterPrune},
@@ -279,7 +280,8 @@ func testMissingJobs(t *testing.T, open func(t *testing.T) jobs.Store) {
 	if _, err := s.WorkflowInfo(context.Background(), 9); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("WorkflowInfo(9) = %v; want ErrNotFound", err)
 	}
-	list, err := s.Jobs(context.Background(), jobs.Filter{Limit: 10})
+	page, err := s.Jobs(context.Background(), jobs.Filter{Limit: 10})
+	list := page.Jobs
 	if err != nil || len(list) != 0 || list == nil {
 		t.Fatalf("Jobs = %v, %v; want an empty list", list, err)
 	}
@@ -332,33 +334,40 @@ func testListing(t *testing.T, open func(t *testing.T) jobs.Store) {
 			}
 		}
 	}
-	list, err := s.Jobs(context.Background(), jobs.Filter{State: jobtype.StateRunning, After: 50, Limit: 3})
+	page, err := s.Jobs(context.Background(), jobs.Filter{State: jobtype.StateRunning, After: 50, Limit: 3})
+	list := page.Jobs
 	if err != nil || len(list) != 3 || list[0].ID != "51" || list[0].State != jobtype.StateRunning || list[0].Agent != "a" {
 		t.Fatalf("running after 50, 3 of them = %+v, %v", list, err)
 	}
 }
 
-// pages lists every job f selects, limit at a time.
+// pages lists every job f selects, limit at a time, following each
+// page's cursor; a page never holds more than limit jobs.
 func pages(t *testing.T, s jobs.Store, f jobs.Filter, limit int) []string {
 	t.Helper()
 	var ids []string
 	f.Limit = limit
-	for {
+	for range 100000 {
 		page, err := s.Jobs(context.Background(), f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page) > limit {
-			t.Fatalf("a page of %d jobs; the limit is %d", len(page), limit)
+		if len(page.Jobs) > limit {
+			t.Fatalf("a page of %d jobs; the limit is %d", len(page.Jobs), limit)
 		}
-		for _, j := range page {
+		for _, j := range page.Jobs {
 			ids = append(ids, j.ID)
 		}
-		if len(page) < limit {
+		if page.Next == 0 {
 			return ids
 		}
-		fmt.Sscan(page[len(page)-1].ID, &f.After)
+		if page.Next == f.After {
+			t.Fatalf("filter %+v: the cursor stays at %d", f, f.After)
+		}
+		f.After = page.Next
 	}
+	t.Fatalf("filter %+v: no last page", f)
+	return nil
 }
 
 // Pruning deletes jobs that finished before the cut and nothing else,

@@ -146,7 +146,7 @@ func checkJob1(t *testing.T, s *Store, want jobtype.State) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		listed := slices.ContainsFunc(list, func(j jobtype.Job) bool { return j.ID == "1" })
+		listed := slices.ContainsFunc(list.Jobs, func(j jobtype.Job) bool { return j.ID == "1" })
 		if listed != (st == want) {
 			t.Errorf("job 1 listed as %s: %v; it is %s", st, listed, want)
 		}
@@ -275,7 +275,7 @@ func testConvert(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatal(err)
 		}
 		var ids []string
-		for _, j := range list {
+		for _, j := range list.Jobs {
 			ids = append(ids, j.ID)
 		}
 		return ids

@@ -192,42 +192,60 @@ func (s *Store) Job(ctx context.Context, id int64) (jobtype.Job, error) {
 
 // Jobs implements jobs.Store. It pages through the narrowest index the
 // filter names (workflow, queue, a state's — the unfinished jobs for
-// queued; every job: the unfinished and the finished states together)
-// and checks the other conditions on each job read.
-func (s *Store) Jobs(ctx context.Context, f jobs.Filter) ([]jobtype.Job, error) {
-	out := []jobtype.Job{}
+// queued; every job: the unfinished and the finished states together),
+// newest first with f.Desc, and checks the other conditions on each job
+// read; at most f.ScanLimit() ids are examined for one page.
+func (s *Store) Jobs(ctx context.Context, f jobs.Filter) (jobs.Page, error) {
+	out := jobs.Page{Jobs: []jobtype.Job{}}
 	indexes, ok := s.indexes(f)
 	if !ok || f.Limit <= 0 {
 		return out, nil
 	}
-	for after := f.After; len(out) < f.Limit; {
-		ids, err := s.page(ctx, indexes, after, int64(max(f.Limit-len(out), readChunk)))
+	scan := f.ScanLimit()
+	for after := f.After; ; {
+		ids, err := s.page(ctx, indexes, after, f.Desc, int64(min(max(f.Limit-len(out.Jobs), readChunk), scan)))
 		if err != nil {
-			return nil, err
+			return jobs.Page{}, err
 		}
 		if len(ids) == 0 {
 			return out, nil
 		}
 		all, err := s.read(ctx, ids)
 		if err != nil {
-			return nil, err
+			return jobs.Page{}, err
 		}
-		for _, st := range all {
-			if st != nil && matches(st, f) && len(out) < f.Limit {
-				out = append(out, st.job())
+		for i, st := range all {
+			if st == nil || !matches(st, f) {
+				continue
+			}
+			out.Jobs = append(out.Jobs, st.job())
+			if len(out.Jobs) == f.Limit {
+				out.Next = ids[i]
+				return out, nil
 			}
 		}
-		after = ids[len(ids)-1]
+		after, scan = ids[len(ids)-1], scan-len(ids)
+		if scan <= 0 {
+			out.Next = after
+			return out, nil
+		}
 	}
-	return out, nil
 }
 
-// page reads the first count ids above after from the union of the
-// indexes, in order; several indexes are read in one transaction, so
+// page reads the first count ids after the cursor from the union of the
+// indexes, in order (descending when desc; after 0 starts at the end the
+// order begins with); several indexes are read in one transaction, so
 // that a job moving between them is seen in one.
-func (s *Store) page(ctx context.Context, indexes []string, after, count int64) ([]int64, error) {
+func (s *Store) page(ctx context.Context, indexes []string, after int64, desc bool, count int64) ([]int64, error) {
 	arg := func(key string) redis.ZRangeArgs {
-		return redis.ZRangeArgs{Key: key, ByScore: true, Start: "(" + strconv.FormatInt(after, 10), Stop: "+inf", Count: count}
+		a := redis.ZRangeArgs{Key: key, ByScore: true, Start: "(" + strconv.FormatInt(after, 10), Stop: "+inf", Count: count}
+		if desc { // go-redis sends Stop before Start with Rev
+			a.Rev, a.Start, a.Stop = true, "-inf", "+inf"
+			if after != 0 {
+				a.Stop = "(" + strconv.FormatInt(after, 10)
+			}
+		}
+		return a
 	}
 	cmds := make([]*redis.StringSliceCmd, len(indexes))
 	if len(indexes) == 1 {
@@ -255,6 +273,9 @@ func (s *Store) page(ctx context.Context, indexes []string, after, count int64) 
 	if len(indexes) > 1 {
 		slices.Sort(ids)
 		ids = slices.Compact(ids)
+		if desc {
+			slices.Reverse(ids)
+		}
 		ids = ids[:min(int64(len(ids)), count)]
 	}
 	return ids, nil
@@ -284,7 +305,8 @@ func (s *Store) indexes(f jobs.Filter) ([]string, bool) {
 func matches(st *stored, f jobs.Filter) bool {
 	return (f.Queue == "" || st.spec.Queue == f.Queue) &&
 		(f.State == "" || stateCode(f.State) == st.state) &&
-		(f.Workflow == "" || workflowIs(st.workflow, f.Workflow))
+		(f.Workflow == "" || workflowIs(st.workflow, f.Workflow)) &&
+		f.MatchesLabels(st.id, &st.spec, time.UnixMilli(st.created))
 }
 
 func workflowIs(wf int64, s string) bool {

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -69,15 +71,23 @@ func New(rdb redis.UniversalClient, prefix string, fence Fence, log *slog.Logger
 // maxScriptOps changes, each prune on its own.
 func (s *Store) commit(ctx context.Context, ops []jobs.Op) error {
 	for len(ops) > 0 {
-		if ops[0].Kind == jobs.OpPrune {
+		switch ops[0].Kind {
+		case jobs.OpPrune:
 			if err := s.prune(ctx, ops[0].At); err != nil {
+				return err
+			}
+			ops = ops[1:]
+			continue
+		case jobs.OpDelete:
+			// A delete is a prune of one finished job, whatever its time.
+			if err := s.pruneJobs(ctx, math.MaxInt64, []string{strconv.FormatInt(ops[0].ID, 10)}); err != nil {
 				return err
 			}
 			ops = ops[1:]
 			continue
 		}
 		n := 0
-		for n < len(ops) && n < maxScriptOps && ops[n].Kind != jobs.OpPrune {
+		for n < len(ops) && n < maxScriptOps && ops[n].Kind != jobs.OpPrune && ops[n].Kind != jobs.OpDelete {
 			n++
 		}
 		if err := s.apply(ctx, ops[:n]); err != nil {
