@@ -151,3 +151,49 @@ type JobPage struct {
 	Jobs []Job  `json:"jobs"`
 	Next string `json:"next,omitempty"`
 }
+
+// JobQuery selects jobs: the query string of GET /v1/jobs and the filter
+// of a bulk action (docs/api.md, "Finding jobs"). Empty fields select
+// all; every field is a value compared with the job's, never a pattern.
+type JobQuery struct {
+	Queue    string `json:"queue,omitempty"`
+	State    State  `json:"state,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
+	// Key selects the jobs that hold this key.
+	Key string `json:"key,omitempty"`
+	// Tag selects the jobs that carry this tag.
+	Tag string `json:"tag,omitempty"`
+	// Q is a text search: the job whose id it is, and the jobs carrying
+	// a tag that begins with it.
+	Q string `json:"q,omitempty"`
+	// From and To bound the creation time (from inclusive, to exclusive).
+	From *time.Time `json:"from,omitempty"`
+	To   *time.Time `json:"to,omitempty"`
+}
+
+// ActionRequest is the body of POST /v1/jobs/actions: one action on the
+// jobs named by IDs, or on one batch of those Filter selects, from the
+// cursor After on, at most Limit of them.
+type ActionRequest struct {
+	Action string    `json:"action"` // retry, cancel, run or delete
+	IDs    []string  `json:"ids,omitempty"`
+	Filter *JobQuery `json:"filter,omitempty"`
+	After  string    `json:"after,omitempty"`
+	Limit  int       `json:"limit,omitempty"`
+}
+
+// ActionAnswer says what a bulk action did: the jobs it met, the jobs it
+// changed, why the others were not, and the cursor of the next batch of
+// a filter (absent once the filter is covered).
+type ActionAnswer struct {
+	Matched int           `json:"matched"`
+	Changed int           `json:"changed"`
+	Errors  []ActionError `json:"errors"`
+	Next    string        `json:"next,omitempty"`
+}
+
+// ActionError is a job a bulk action did not change, and why.
+type ActionError struct {
+	ID    string `json:"id"`
+	Error string `json:"error"`
+}

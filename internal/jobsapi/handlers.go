@@ -1,8 +1,10 @@
 package jobsapi
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -127,31 +129,150 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	f := jobs.Filter{Queue: q.Get("queue"), State: jobtype.State(q.Get("state")), Workflow: q.Get("workflow"), Limit: 100}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			return &jobs.FieldError{Field: "limit", Msg: "must be 1..1000", Kind: jobs.ErrInvalid}
-		}
-		f.Limit = n
-	}
-	if s := q.Get("after"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return &jobs.FieldError{Field: "after", Msg: "must be a job id", Kind: jobs.ErrInvalid}
-		}
-		f.After = n
-	}
-	list, err := a.Engine.Jobs(r.Context(), f)
+	f, err := listFilter(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	body := jobtype.JobPage{Jobs: list}
-	if len(list) > 0 && len(list) == f.Limit {
-		body.Next = list[len(list)-1].ID
+	page, err := a.Engine.JobPage(r.Context(), f)
+	if err != nil {
+		return err
 	}
-	return writeJSON(w, http.StatusOK, body)
+	return writeJSON(w, http.StatusOK, jobPage(page))
+}
+
+func jobPage(p jobs.Page) jobtype.JobPage {
+	body := jobtype.JobPage{Jobs: p.Jobs}
+	if p.Next != 0 {
+		body.Next = strconv.FormatInt(p.Next, 10)
+	}
+	return body
+}
+
+func (a *api) deleteJob(w http.ResponseWriter, r *http.Request) error {
+	if err := a.Engine.Delete(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (a *api) actOnJobs(w http.ResponseWriter, r *http.Request) error {
+	var req jobtype.ActionRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	ids, next, err := a.actionTargets(r, req)
+	if err != nil {
+		return err
+	}
+	changed, failed, err := a.Engine.Act(r.Context(), req.Action, ids)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, jobtype.ActionAnswer{Matched: len(ids), Changed: changed, Errors: failed, Next: next})
+}
+
+// actionTargets are the jobs a bulk action names, or one batch of those
+// its filter selects and the cursor of the next batch.
+func (a *api) actionTargets(r *http.Request, req jobtype.ActionRequest) ([]string, string, error) {
+	if (req.Filter == nil) == (req.IDs == nil) {
+		return nil, "", &jobs.FieldError{Field: "ids", Msg: "give either ids or a filter", Kind: jobs.ErrInvalid}
+	}
+	if req.Filter == nil {
+		return req.IDs, "", nil
+	}
+	f, err := filterOf(*req.Filter, "filter.")
+	if err != nil {
+		return nil, "", err
+	}
+	f.Limit = cmp.Or(req.Limit, defaultActionBatch)
+	if f.Limit < 1 || f.Limit > jobs.MaxActionBatch {
+		return nil, "", &jobs.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", jobs.MaxActionBatch), Kind: jobs.ErrInvalid}
+	}
+	if f.After, err = cursor(req.After); err != nil {
+		return nil, "", err
+	}
+	page, err := a.Engine.JobPage(r.Context(), f)
+	if err != nil {
+		return nil, "", err
+	}
+	ids := make([]string, len(page.Jobs))
+	for i, j := range page.Jobs {
+		ids[i] = j.ID
+	}
+	return ids, jobPage(page).Next, nil
+}
+
+// defaultActionBatch is how many jobs of a filter one bulk action
+// request changes when it names no limit.
+const defaultActionBatch = 500
+
+// listFilter reads GET /v1/jobs's query string (docs/api.md, "Finding
+// jobs").
+func listFilter(q url.Values) (jobs.Filter, error) {
+	jq := jobtype.JobQuery{Queue: q.Get("queue"), State: jobtype.State(q.Get("state")), Workflow: q.Get("workflow"),
+		Key: q.Get("key"), Tag: q.Get("tag"), Q: q.Get("q")}
+	for _, b := range []struct {
+		name string
+		to   **time.Time
+	}{{"from", &jq.From}, {"to", &jq.To}} {
+		if s := q.Get(b.name); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return jobs.Filter{}, &jobs.FieldError{Field: b.name, Msg: "must be an RFC 3339 time", Kind: jobs.ErrInvalid}
+			}
+			*b.to = &t
+		}
+	}
+	f, err := filterOf(jq, "")
+	if err != nil {
+		return jobs.Filter{}, err
+	}
+	switch q.Get("order") {
+	case "", "asc":
+	case "desc":
+		f.Desc = true
+	default:
+		return jobs.Filter{}, &jobs.FieldError{Field: "order", Msg: "must be asc or desc", Kind: jobs.ErrInvalid}
+	}
+	f.Limit = 100
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return jobs.Filter{}, &jobs.FieldError{Field: "limit", Msg: "must be 1..1000", Kind: jobs.ErrInvalid}
+		}
+		f.Limit = n
+	}
+	f.After, err = cursor(q.Get("after"))
+	return f, err
+}
+
+// filterOf is the engine's filter of a job query; field prefixes the
+// name of a field at fault.
+func filterOf(q jobtype.JobQuery, field string) (jobs.Filter, error) {
+	f := jobs.Filter{Queue: q.Queue, State: q.State, Workflow: q.Workflow, Key: q.Key, Tag: q.Tag, Query: q.Q}
+	if q.From != nil {
+		f.From = *q.From
+	}
+	if q.To != nil {
+		f.To = *q.To
+	}
+	if len(f.Query) > 256 {
+		return jobs.Filter{}, &jobs.FieldError{Field: field + "q", Msg: "at most 256 bytes", Kind: jobs.ErrInvalid}
+	}
+	return f, nil
+}
+
+// cursor reads a listing's cursor: empty, or a job id.
+func cursor(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, &jobs.FieldError{Field: "after", Msg: "must be the next of a page (a job id)", Kind: jobs.ErrInvalid}
+	}
+	return n, nil
 }
 
 func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {

@@ -84,6 +84,8 @@ func Handler(cfg Config) http.Handler {
 		{"POST /v1/jobs", permSubmit, a.enqueue},
 		{"GET /v1/jobs", permRead, a.listJobs},
 		{"GET /v1/jobs/{id}", permRead, a.getJob},
+		{"DELETE /v1/jobs/{id}", permSubmit, a.deleteJob},
+		{"POST /v1/jobs/actions", permSubmit, a.actOnJobs},
 		{"POST /v1/jobs/{id}/cancel", permSubmit, a.cancelJob},
 		{"POST /v1/jobs/{id}/retry", permSubmit, a.retryJob},
 		{"POST /v1/jobs/{id}/run", permSubmit, a.runJobNow},
