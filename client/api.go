@@ -154,13 +154,24 @@ func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	return out, err
 }
 
-// Jobs returns one page of the jobs that f selects, in id order.
+// Jobs returns one page of the jobs that f selects, in id order (newest
+// first with f.Desc). A page may hold fewer than f.Limit jobs and still
+// have a Next: the server examines a bounded number of jobs per page.
 func (c *Client) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"queue": f.Queue, "state": string(f.State), "workflow": f.Workflow, "after": f.After} {
+	for k, v := range map[string]string{"queue": f.Queue, "state": string(f.State), "workflow": f.Workflow,
+		"key": f.Key, "tag": f.Tag, "q": f.Q, "after": f.After} {
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	for k, t := range map[string]time.Time{"from": f.From, "to": f.To} {
+		if !t.IsZero() {
+			q.Set(k, t.Format(time.RFC3339Nano))
+		}
+	}
+	if f.Desc {
+		q.Set("order", "desc")
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
@@ -189,10 +200,49 @@ func (c *Client) AllJobs(ctx context.Context, f JobFilter) iter.Seq2[Job, error]
 					return
 				}
 			}
-			if page.Next == "" || len(page.Jobs) == 0 {
+			if page.Next == "" {
 				return
 			}
 			f.After = page.Next
+		}
+	}
+}
+
+// Delete deletes a job: a finished one, or a waiting one after cancelling
+// it. A running job is an error with status 409.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/jobs/"+esc(id), nil, nil)
+}
+
+// Act applies one bulk action (ActionRetry, ActionCancel, ActionRun,
+// ActionDelete) to the jobs of ids.
+func (c *Client) Act(ctx context.Context, action string, ids []string) (ActionAnswer, error) {
+	var out ActionAnswer
+	err := c.call(ctx, http.MethodPost, "/v1/jobs/actions", ActionRequest{Action: action, IDs: ids}, &out)
+	return out, err
+}
+
+// ActOnAll applies a bulk action to every job f selects, batch by batch
+// (f.Limit jobs each, server default 500), calling progress after each
+// batch with the running totals. It returns the totals and stops at the
+// first error.
+func (c *Client) ActOnAll(ctx context.Context, action string, f JobFilter, progress func(ActionAnswer)) (ActionAnswer, error) {
+	total := ActionAnswer{Errors: []ActionError{}}
+	q := f.Query()
+	for after := f.After; ; {
+		var ans ActionAnswer
+		req := ActionRequest{Action: action, Filter: &q, After: after, Limit: f.Limit}
+		if err := c.call(ctx, http.MethodPost, "/v1/jobs/actions", req, &ans); err != nil {
+			return total, err
+		}
+		total.Matched += ans.Matched
+		total.Changed += ans.Changed
+		total.Errors = append(total.Errors, ans.Errors...)
+		if progress != nil {
+			progress(total)
+		}
+		if after = ans.Next; after == "" {
+			return total, nil
 		}
 	}
 }

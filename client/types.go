@@ -107,18 +107,54 @@ type (
 	AgentStats = jobtype.AgentStats
 	// Counters are the server's event counts since its start.
 	Counters = jobtype.Counters
+	// JobQuery selects the jobs of a bulk action.
+	JobQuery = jobtype.JobQuery
+	// ActionRequest is one bulk action: on ids, or on a batch of a filter.
+	ActionRequest = jobtype.ActionRequest
+	// ActionAnswer says what a bulk action did.
+	ActionAnswer = jobtype.ActionAnswer
+	// ActionError is a job a bulk action did not change, and why.
+	ActionError = jobtype.ActionError
 )
 
-// JobFilter selects jobs to list; empty fields select all. Limit is the
-// page size (server default 100, at most 1000); After is the Next of the
-// previous page. It is not a wire body but the query string of GET
-// /v1/jobs, so it stays a client type.
+// Bulk actions (Client.Act).
+const (
+	ActionRetry  = jobtype.ActionRetry
+	ActionCancel = jobtype.ActionCancel
+	ActionRun    = jobtype.ActionRun
+	ActionDelete = jobtype.ActionDelete
+)
+
+// JobFilter selects jobs to list (docs/api.md, "Finding jobs"); empty
+// fields select all. Key, Tag and Q find jobs by a key they hold, a tag
+// they carry, or a text (an id, or a prefix of a tag); From and To bound
+// the creation time. Desc lists the newest first. Limit is the page size
+// (server default 100, at most 1000); After is the Next of the previous
+// page. It is not a wire body but the query string of GET /v1/jobs, so it
+// stays a client type.
 type JobFilter struct {
 	Queue    string
 	State    State
 	Workflow string
+	Key      string
+	Tag      string
+	Q        string
+	From, To time.Time
+	Desc     bool
 	Limit    int
 	After    string
+}
+
+// Query is the filter's conditions, as a bulk action takes them.
+func (f JobFilter) Query() JobQuery {
+	q := JobQuery{Queue: f.Queue, State: f.State, Workflow: f.Workflow, Key: f.Key, Tag: f.Tag, Q: f.Q}
+	if !f.From.IsZero() {
+		q.From = &f.From
+	}
+	if !f.To.IsZero() {
+		q.To = &f.To
+	}
+	return q
 }
 
 // Time is an RFC 3339 time of an answer; JSON null or "" decode as the

@@ -171,6 +171,14 @@ type JobQuery struct {
 	To   *time.Time `json:"to,omitempty"`
 }
 
+// Bulk actions: what POST /v1/jobs/actions does to each job.
+const (
+	ActionRetry  = "retry"
+	ActionCancel = "cancel"
+	ActionRun    = "run"
+	ActionDelete = "delete"
+)
+
 // ActionRequest is the body of POST /v1/jobs/actions: one action on the
 // jobs named by IDs, or on one batch of those Filter selects, from the
 // cursor After on, at most Limit of them.

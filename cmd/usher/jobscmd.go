@@ -27,6 +27,8 @@ type jobFlags struct {
 	dedup                            dedupFlags
 	runAt, deadline                  string
 	delay                            time.Duration
+	tags                             []string
+	metadata                         string
 }
 
 // newJobsSubmitCommand is enqueue as `usher jobs submit`.
@@ -46,7 +48,8 @@ func newEnqueueCommand() *cobra.Command {
 		Long: `enqueue submits one job to QUEUE described by the flags, or with --file many
 jobs as JSON lines or one JSON array (each object as docs/api.md's job:
 {"queue", "payload", "tier", "timeoutMs", "priority", "keys", "group",
-"mode", "after", "runAfterFailure", "retry", "runAt", "delayMs", "deadline"});
+"mode", "after", "runAfterFailure", "retry", "runAt", "delayMs", "deadline",
+"tags", "metadata"});
 with --file a QUEUE fills in the queue of jobs that name none. All jobs are
 accepted or none. It prints the new jobs' ids, one a line. --run-at or
 --delay schedule the job's first run (it is scheduled until then);
@@ -56,6 +59,7 @@ accepted or none. It prints the new jobs' ids, one a line. --run-at or
   usher enqueue db --group db1 --mode write --after 812
   usher enqueue mail --payload '{"order": 17}' --idempotency-key order-17-mail
   usher enqueue report --text daily --unique-by-args --unique-period 24h
+  usher enqueue mail --text ana@example.org --tag signup --tag eu --metadata '{"campaign": 7}'
   usher enqueue --file jobs.jsonl
   generate-jobs | usher enqueue --file - --json`,
 		Args: cobra.MaximumNArgs(1),
@@ -79,6 +83,8 @@ accepted or none. It prints the new jobs' ids, one a line. --run-at or
 	f.StringVar(&j.runAt, "run-at", "", "run first at this RFC 3339 time (e.g. 2026-12-01T06:00:00Z)")
 	f.DurationVar(&j.delay, "delay", 0, "run first after this long (e.g. 10m)")
 	f.StringVar(&j.deadline, "deadline", "", "discard the job if it has not started by this RFC 3339 time")
+	f.StringArrayVar(&j.tags, "tag", nil, "a tag to find the job by (repeatable)")
+	f.StringVar(&j.metadata, "metadata", "", "a JSON object kept with the job")
 	o.register(cmd)
 	cmd.RunE = withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
 		specs, err := j.specs(cmd, args)
@@ -118,8 +124,14 @@ func (j *jobFlags) specs(cmd *cobra.Command, args []string) ([]client.JobSpec, e
 
 func (j *jobFlags) spec(cmd *cobra.Command, queue string) (client.JobSpec, error) {
 	s := client.JobSpec{Queue: queue, Tier: j.tier, TimeoutMs: j.timeout.Milliseconds(), Priority: j.priority,
-		Keys: j.keys, Group: j.group, Mode: j.mode, After: j.after, RunAfterFailure: j.runAfterFailure}
+		Keys: j.keys, Group: j.group, Mode: j.mode, After: j.after, RunAfterFailure: j.runAfterFailure, Tags: j.tags}
 	f := cmd.Flags()
+	if j.metadata != "" {
+		if !json.Valid([]byte(j.metadata)) {
+			return s, fmt.Errorf("--metadata %q is not JSON", j.metadata)
+		}
+		s.Metadata = json.RawMessage(j.metadata)
+	}
 	switch {
 	case f.Changed("payload") && f.Changed("text"):
 		return s, errors.New("give the payload with --payload (JSON) or --text (a string), not both")
@@ -272,28 +284,36 @@ func newJobsCommand() *cobra.Command {
 		`jobs submits, reads and steers jobs. A job's state is waiting (for its
 dependencies), scheduled (for its first run's time), delayed (waiting to
 retry), queued, running, succeeded, failed or cancelled.`,
-		newJobsSubmitCommand(), jobsListCommand(o), jobsShowCommand(o), jobsActCommand(o, "cancel"),
-		jobsActCommand(o, "retry"), jobsActCommand(o, "run"))
+		newJobsSubmitCommand(), jobsListCommand(o), jobsShowCommand(o), jobsActCommand(o, client.ActionCancel),
+		jobsActCommand(o, client.ActionRetry), jobsActCommand(o, client.ActionRun), jobsActCommand(o, client.ActionDelete))
 }
 
 func jobsListCommand(o *clientOpts) *cobra.Command {
 	var (
 		f   client.JobFilter
+		sel selectFlags
 		all bool
 	)
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List jobs, filtered by queue, state or workflow",
-		Long: `ls lists jobs in id order, a page at a time (--limit, at most 1000); when
-more follow it says which --after gives the next page. --all reads every
-page.`,
+		Short:   "List and find jobs by queue, state, workflow, key, tag, text or time",
+		Long: `ls lists jobs in id order (--newest-first: newest first), a page at a time
+(--limit, at most 1000); when more follow it says which --after gives the
+next page. --all reads every page. --search finds the job of that id and the
+jobs carrying a tag that begins with it; --since and --until bound the
+creation time (an RFC 3339 time, or a duration back from now: 2h).`,
 		Example: `  usher jobs ls --queue scan --state failed
+  usher jobs ls --tag nightly --since 2h --newest-first
+  usher jobs ls --key net:10.1.2.0/24 --state queued
   usher jobs ls --state scheduled
   usher jobs ls --workflow 3 --all
   usher jobs ls --state running --json | jq -r '.jobs[].id'`,
 		Args: cobra.NoArgs,
 		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			if err := sel.apply(&f); err != nil {
+				return err
+			}
 			page, err := listJobs(cmd, c, f, all)
 			if err != nil {
 				return err
@@ -311,9 +331,8 @@ page.`,
 		}),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.Queue, "queue", "", "only jobs of this queue")
-	fl.StringVar((*string)(&f.State), "state", "", "only jobs in this state")
-	fl.StringVar(&f.Workflow, "workflow", "", "only jobs of this workflow")
+	sel.register(cmd, &f)
+	fl.BoolVar(&f.Desc, "newest-first", false, "list the newest jobs first")
 	fl.IntVar(&f.Limit, "limit", 100, "jobs per page (at most 1000)")
 	fl.StringVar(&f.After, "after", "", "list jobs after this id (the previous page's next)")
 	fl.BoolVar(&all, "all", false, "read every page")
@@ -432,51 +451,4 @@ func progressText(p *client.Progress) string {
 		return "-"
 	}
 	return strings.TrimSpace(fmt.Sprintf("%.0f%% %s", p.Value*100, p.Message))
-}
-
-// jobsActCommand makes `jobs cancel` or `jobs retry`.
-func jobsActCommand(o *clientOpts, verb string) *cobra.Command {
-	short, long := "Cancel jobs that have not finished", `cancel cancels jobs: a queued one at once, a running one is told to stop at
-its agent's next lease renewal (its slot frees at once). Their dependants are
-cancelled too unless they run after failures. A finished job is refused.`
-	act := (*client.Client).Cancel
-	if verb == "retry" {
-		short, long = "Queue failed or cancelled jobs again", `retry queues failed or cancelled jobs again with fresh attempts; other jobs
-are refused.`
-		act = (*client.Client).Retry
-	}
-	if verb == "run" {
-		short, long = "Run scheduled or delayed jobs now", `run makes scheduled jobs (waiting for their first run's time) and delayed ones
-(waiting to retry) ready now; other jobs are refused.`
-		act = (*client.Client).RunNow
-	}
-	return &cobra.Command{
-		Use:     verb + " ID...",
-		Short:   short,
-		Long:    long,
-		Example: fmt.Sprintf("  usher jobs %s 812 813", verb),
-		Args:    cobra.MinimumNArgs(1),
-		RunE: withClient(o, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			var jobs []client.Job
-			var errs []error
-			for _, id := range args {
-				j, err := act(c, cmd.Context(), id)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s job %s: %w", verb, id, err))
-					continue
-				}
-				jobs = append(jobs, j)
-			}
-			if o.json {
-				if err := printJSON(cmd.OutOrStdout(), map[string][]client.Job{"jobs": jobs}); err != nil {
-					return err
-				}
-			} else if len(jobs) > 0 {
-				if err := printJobs(cmd, jobs); err != nil {
-					return err
-				}
-			}
-			return errors.Join(errs...)
-		}),
-	}
 }

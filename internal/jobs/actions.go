@@ -35,15 +35,6 @@ func (e *Engine) Delete(ctx context.Context, id string) error {
 	})
 }
 
-// Actions that apply to many jobs at once (docs/api.md, "Acting on many
-// jobs").
-const (
-	ActionRetry  = "retry"
-	ActionCancel = "cancel"
-	ActionRun    = "run"
-	ActionDelete = "delete"
-)
-
 // MaxActionBatch caps the jobs one bulk action changes.
 const MaxActionBatch = 1000
 
@@ -99,13 +90,13 @@ func (e *Engine) action(name string) (func(context.Context, string) error, error
 		}
 	}
 	switch name {
-	case ActionRetry:
+	case jobtype.ActionRetry:
 		return drop(e.Retry), nil
-	case ActionCancel:
+	case jobtype.ActionCancel:
 		return drop(e.Cancel), nil
-	case ActionRun:
+	case jobtype.ActionRun:
 		return drop(e.RunNow), nil
-	case ActionDelete:
+	case jobtype.ActionDelete:
 		return e.Delete, nil
 	}
 	return nil, invalid("action", "%q is not retry, cancel, run or delete", name)
