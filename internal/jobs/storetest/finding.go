@@ -134,4 +134,3 @@ func pick(rng *rand.Rand, n int) []string {
 	}
 	return out
 }
-
