@@ -204,3 +204,19 @@ func TestBulkActions(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/whoami answers the caller's own token, without its secret, for
+// each role; no token is a 401.
+func TestWhoami(t *testing.T) {
+	s := jobsapitest.Start(t)
+	for _, role := range []string{"admin", "client", "agent"} {
+		tok := must(t, s, "POST", "/v1/tokens", map[string]any{"name": "me-" + role, "role": role}, 201)["token"].(string)
+		status, body := call(t, s, tok, "GET", "/v1/whoami", nil)
+		if status != 200 || body["name"] != "me-"+role || body["role"] != role || body["token"] != nil {
+			t.Errorf("whoami as %s = %d %v", role, status, body)
+		}
+	}
+	if status, _ := call(t, s, "", "GET", "/v1/whoami", nil); status != 401 {
+		t.Errorf("whoami without a token = %d; want 401", status)
+	}
+}

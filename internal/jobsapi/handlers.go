@@ -446,6 +446,13 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) error {
 	}{t, secret})
 }
 
+// whoami answers the caller's own token (without its secret), so that a
+// page that logs in with a token learns its role.
+func (a *api) whoami(w http.ResponseWriter, r *http.Request) error {
+	tok, _ := r.Context().Value(tokenKey{}).(tokens.Token)
+	return writeJSON(w, http.StatusOK, tok)
+}
+
 func (a *api) listTokens(w http.ResponseWriter, r *http.Request) error {
 	list, err := a.Tokens.List(r.Context())
 	if err != nil {

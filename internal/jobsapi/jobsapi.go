@@ -100,6 +100,7 @@ func Handler(cfg Config) http.Handler {
 		{"GET /v1/stats", permRead, a.stats},
 		{"POST /v1/tokens", permAdmin, a.createToken},
 		{"GET /v1/tokens", permAdmin, a.listTokens},
+		{"GET /v1/whoami", permRead, a.whoami},
 		{"DELETE /v1/tokens/{id}", permAdmin, a.deleteToken},
 		{"POST /v1/cron", permAdmin, a.createCron},
 		{"GET /v1/cron", permRead, a.listCrons},
