@@ -6,9 +6,11 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/usherhq/usher/internal/telemetry"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -103,8 +105,17 @@ func (c *Client) EnqueueTargets(ctx context.Context, queue string, targets io.Re
 }
 
 // SubmitWorkflow submits a workflow atomically; a dependency cycle is a 400
-// whose *Error lists the cycle.
+// whose *Error lists the cycle. Its jobs without a Traceparent get the one
+// of ctx's span, as Enqueue's do.
 func (c *Client) SubmitWorkflow(ctx context.Context, wf WorkflowSpec) (SubmittedWorkflow, error) {
+	if tp := telemetry.Traceparent(ctx); tp != "" {
+		wf.Jobs = slices.Clone(wf.Jobs)
+		for i := range wf.Jobs {
+			if wf.Jobs[i].Traceparent == "" {
+				wf.Jobs[i].Traceparent = tp
+			}
+		}
+	}
 	var out SubmittedWorkflow
 	err := c.call(ctx, http.MethodPost, "/v1/workflows", wf, &out)
 	return out, err

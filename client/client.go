@@ -28,6 +28,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/usherhq/usher/internal/telemetry"
 )
 
 // sharedHTTP is the HTTP client of every Client made without
@@ -145,6 +149,7 @@ func (c *Client) sendWith(ctx context.Context, method, path, contentType string,
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
+	telemetry.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
 	}

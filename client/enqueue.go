@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/usherhq/usher/internal/telemetry"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -28,8 +30,11 @@ const (
 // 5xx is tried again with the same key, up to 5 tries with backoff (0.1 s
 // doubling, at most 2 s), while ctx lasts. The server keeps keys for 24 h
 // by default.
+//
+// A job without a Traceparent gets the one of ctx's span, if any, so that
+// its handler's span joins the caller's trace.
 func (c *Client) EnqueueAnswer(ctx context.Context, jobs ...JobSpec) (EnqueueAnswer, error) {
-	in := jobtype.EnqueueRequest{Jobs: jobs}
+	in := jobtype.EnqueueRequest{Jobs: withTrace(ctx, jobs)}
 	hdr := http.Header{jobtype.IdempotencyKeyHeader: {newKey()}}
 	var out jobtype.EnqueueAnswer
 	var err error
@@ -44,6 +49,22 @@ func (c *Client) EnqueueAnswer(ctx context.Context, jobs ...JobSpec) (EnqueueAns
 		}
 	}
 	return out, err
+}
+
+// withTrace gives the jobs without a trace context the one of ctx, in a
+// copy; the caller's slice is left alone.
+func withTrace(ctx context.Context, jobs []JobSpec) []JobSpec {
+	tp := telemetry.Traceparent(ctx)
+	if tp == "" {
+		return jobs
+	}
+	out := slices.Clone(jobs)
+	for i := range out {
+		if out[i].Traceparent == "" {
+			out[i].Traceparent = tp
+		}
+	}
+	return out
 }
 
 // newKey is a random idempotency key.

@@ -5,9 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/usherhq/usher/internal/telemetry"
 )
 
 // run is the state of one Worker.Run.
@@ -17,6 +24,7 @@ type run struct {
 	slots, wait       int
 	grace, maxBackoff time.Duration
 	log               *slog.Logger
+	tracer            trace.Tracer
 
 	abortCtx  context.Context // parent of every job's context; ends at Abort
 	abortJobs context.CancelCauseFunc
@@ -247,11 +255,12 @@ func (r *run) execute(job LeasedJob) {
 		return
 	}
 	t := r.track(job)
+	ctx, span := r.jobSpan(t)
 	done := make(chan outcome, 1)
 	entered := make(chan struct{})
 	go func() {
 		close(entered)
-		done <- call(h, t.ctx, &t.job)
+		done <- call(h, ctx, &t.job)
 	}()
 	if job.ConfirmStart {
 		<-entered // the handler is being called: its start comes before the next job's
@@ -272,9 +281,33 @@ func (r *run) execute(job LeasedJob) {
 		grace.Stop()
 	}
 	res := result(t, o, r.grace)
+	endJobSpan(span, res)
 	r.untrack(t)
 	r.active()
 	r.results <- res
+}
+
+// jobSpan starts the span of a job's handler, a child of the job's trace
+// (docs/operations.md, "Tracing").
+func (r *run) jobSpan(t *task) (context.Context, trace.Span) {
+	j := &t.job
+	return r.tracer.Start(telemetry.WithParent(t.ctx, j.Traceparent), "process "+j.Queue,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String(telemetry.AttrSystem, telemetry.System),
+			attribute.String(telemetry.AttrQueue, j.Queue), attribute.String(telemetry.AttrJobID, j.ID),
+			attribute.Int(telemetry.AttrAttempt, j.Attempt), attribute.String(telemetry.AttrAgent, r.agent)))
+}
+
+// endJobSpan ends a handler's span with the attempt's outcome.
+func endJobSpan(span trace.Span, res Result) {
+	if !res.Succeeded() && res.SnoozeMs == 0 {
+		msg := res.Error
+		if msg == "" {
+			msg = "exit code " + strconv.Itoa(res.ExitCode)
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+	span.End()
 }
 
 // call runs a handler, turning a panic into an error.

@@ -11,6 +11,11 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/usherhq/usher/internal/telemetry"
 )
 
 // Handler runs one job and returns its output. A returned error fails the
@@ -85,6 +90,12 @@ type Worker struct {
 	// that workflow has finished, succeeded or failed; Run returns an error
 	// when the server does not know it.
 	UntilWorkflow string
+	// TracerProvider makes the span of each job's handler, a child of the
+	// trace the job carries (LeasedJob.Traceparent), with the job's
+	// queue, id and attempt as attributes; the handler's context holds
+	// it. Default: OpenTelemetry's global provider, which records
+	// nothing until a program sets one up.
+	TracerProvider trace.TracerProvider
 
 	mu      sync.Mutex
 	aborted bool
@@ -155,6 +166,11 @@ func (w *Worker) newRun() (*run, error) {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	tp := w.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	r.tracer = tp.Tracer(telemetry.TracerName)
 	r.log = r.log.With("agent", r.agent)
 	r.abortCtx, r.abortJobs = context.WithCancelCause(context.Background())
 	r.results = make(chan Result, r.slots)

@@ -39,6 +39,9 @@ type LeasedJob struct {
 	// waits until the agent confirms this one started (POST
 	// /v1/agent/started, just before running it).
 	ConfirmStart bool `json:"confirmStart,omitempty"`
+	// Traceparent is the job's trace context (JobSpec.Traceparent): the
+	// handler's span is its child.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // StartedRequest is the body of POST /v1/agent/started: the agent

@@ -72,6 +72,11 @@ type JobSpec struct {
 	// Metadata is a small JSON object (at most MaxMetadataBytes) kept
 	// with the job and shown with it; the server does not read it.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Traceparent is the W3C trace context of the caller that enqueued
+	// the job (the Go client fills it in from its context): the handler's
+	// span and the server's spans of the job join that trace. One that
+	// does not parse is dropped, with a warning in the server's log.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Limits of a job's tags and metadata.

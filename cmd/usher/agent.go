@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/usherhq/usher/client"
+	"github.com/usherhq/usher/internal/telemetry"
 )
 
 // agentOptions are the flags of `usher agent`.
@@ -45,8 +46,10 @@ passed as arguments (--payload args: a JSON string payload is appended as one
 argument, an array as one argument per element, anything else as its JSON
 text) or on standard input (--payload stdin: a string payload as its raw text,
 anything else as JSON). The environment adds USHER_JOB_ID, USHER_JOB_QUEUE,
-USHER_JOB_ATTEMPT and USHER_JOB_TIMEOUT_MS (and drops USHER_TOKEN and
-USHER_AGENT_TOKEN).
+USHER_JOB_ATTEMPT and USHER_JOB_TIMEOUT_MS, and TRACEPARENT, the W3C trace
+context of the job's span when tracing is on (OTEL_* variables, see
+docs/operations.md), for the command to continue the trace; it drops
+USHER_TOKEN and USHER_AGENT_TOKEN.
 
 The command may write control lines to file descriptor 3 (USHER_CONTROL_FD):
 "progress VALUE [MESSAGE]" (VALUE from 0 to 1, shown with the job at once),
@@ -124,6 +127,11 @@ func (o *agentOptions) run(cmd *cobra.Command, argv []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: o.logLevel}))
+	_, stopTracing, err := startTracing(cmd.Context(), "usher-agent")
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer stopTracing()
 	r := &commandRunner{argv: argv, stdin: o.payload == "stdin", killGrace: o.killGrace,
 		outputLimit: int(o.outputLimit), env: jobEnviron()}
 	w := &client.Worker{
@@ -219,6 +227,9 @@ func (r *commandRunner) run(ctx context.Context, job *client.LeasedJob) (string,
 	cmd.Env = append(r.env[:len(r.env):len(r.env)], "USHER_JOB_ID="+job.ID, "USHER_JOB_QUEUE="+job.Queue,
 		"USHER_JOB_ATTEMPT="+strconv.Itoa(job.Attempt), "USHER_JOB_TIMEOUT_MS="+strconv.FormatInt(job.TimeoutMs, 10),
 		"USHER_CONTROL_FD="+strconv.Itoa(controlFD))
+	if tp := telemetry.Traceparent(ctx); tp != "" {
+		cmd.Env = append(cmd.Env, "TRACEPARENT="+tp)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	ctlR, ctlW, err := openControl()
 	if err != nil {

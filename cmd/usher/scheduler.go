@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
@@ -98,8 +100,13 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer rdb.Close()
+	tracer, stopTracing, err := startTracing(ctx, "usher-scheduler")
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	defer stopTracing()
 	reg := prometheus.NewRegistry()
-	jobsRole, ln, err := o.jobsRole(ctx, rdb, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
+	jobsRole, ln, err := o.jobsRole(ctx, rdb, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log, tracer)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
@@ -150,7 +157,7 @@ func registerSchedulerMetrics(reg *prometheus.Registry, s *scheduler.Scheduler, 
 
 // jobsRole opens the listener of /v1 and the role that serves it while
 // this node leads; metrics answers /metrics there.
-func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, metrics http.Handler, log *slog.Logger) (*jobsrole.Role, net.Listener, error) {
+func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, metrics http.Handler, log *slog.Logger, tracer trace.Tracer) (*jobsrole.Role, net.Listener, error) {
 	tiers, err := jobs.ParseTiers(o.jobTiers)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--job-tiers: %w", err)
@@ -170,7 +177,7 @@ func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClie
 	role, err := jobsrole.New(ctx, jobsrole.Config{
 		Client: rdb, Keys: redisq.NewKeys(o.prefix), Listener: ln, Advertise: "http://" + advertise,
 		Tiers: tiers, LeaseTTL: o.agentLease, KeyRetention: o.keyRetention, MaxBody: int64(o.maxBody),
-		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log, Metrics: metrics,
+		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log, Metrics: metrics, Tracer: tracer,
 	})
 	if err != nil {
 		ln.Close()

@@ -81,6 +81,12 @@ aborts them.`,
 				return fmt.Errorf("serve: --job-tiers: %w", err)
 			}
 			cfg.Jobs.Tiers, cfg.Jobs.MaxBody = tiers, int64(o.jobsMaxBody)
+			tracer, stopTracing, err := startTracing(cmd.Context(), "usher")
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			defer stopTracing()
+			cfg.Jobs.Tracer = tracer
 			cfg.Sandbox.Limits.Files, cfg.Sandbox.Limits.Upload = cfg.Queue.MaxFiles, cfg.Queue.MaxUpload
 			if cfg.Access, err = o.access.config(); err != nil {
 				return fmt.Errorf("serve: %w", err)

@@ -200,7 +200,7 @@ func (e *Engine) pullLocked(agentID string, max int) []jobtype.LeasedJob {
 			timeout = j.timeoutMs
 		}
 		out[i] = jobtype.LeasedJob{ID: a.JobID, Queue: a.Queue, Attempt: a.Attempt, Payload: j.payload, TimeoutMs: timeout,
-			ConfirmStart: e.queues[a.Queue].StrictStart}
+			ConfirmStart: e.queues[a.Queue].StrictStart, Traceparent: e.traces[a.JobID]}
 		e.emit(Op{Kind: OpStart, ID: j.n, Attempt: a.Attempt, Agent: agentID, At: now})
 	}
 	return out

@@ -103,6 +103,7 @@ type Engine struct {
 	queues  map[string]jobtype.Queue
 	limits  map[string]jobtype.KeyLimit
 	live    map[string]*liveJob // unfinished jobs by id
+	traces  map[string]string   // unfinished jobs' trace contexts, of those that have one
 	agents  map[string]*agent
 	waiters []*waiter
 	nextJob int64
@@ -373,6 +374,7 @@ func (e *Engine) finished(id string, s jobtype.State, at time.Time, r *jobtype.R
 		return
 	}
 	delete(e.live, id)
+	delete(e.traces, id)
 	e.liveGone(j)
 	e.dropHeld(j)
 	e.dropUnique(j)

@@ -75,6 +75,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		specs = append(specs, cs)
 		e.putLive(&liveJob{n: r.ID, id: cs.ID, queue: sp.Queue, payload: sp.Payload,
 			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, runAt: runAt})
+		e.keepTrace(cs.ID, sp.Traceparent)
 		if r.Attempt > 0 || runAt.IsZero() {
 			e.live[cs.ID].retryAt = r.ReadyAt
 		}

@@ -142,6 +142,7 @@ func (e *Engine) trackLive(r *Record, after []string) {
 		l.runAt = *r.Spec.RunAt
 	}
 	e.putLive(l)
+	e.keepTrace(id, r.Spec.Traceparent)
 }
 
 // prepareLocked checks a job and resolves its tier and dependencies; it
@@ -192,6 +193,7 @@ func (e *Engine) checkBasics(sp *jobtype.JobSpec, cs *sched.JobSpec) error {
 	if err := checkLabels(sp); err != nil {
 		return err
 	}
+	e.checkTraceparent(sp)
 	switch sp.Mode {
 	case "":
 	case "read":
@@ -581,6 +583,7 @@ func (e *Engine) resubmitLocked(old jobtype.Job, n int64, wfName string) error {
 	}
 	id := jobID(n)
 	e.putLive(&liveJob{n: n, id: id, queue: sp.Queue, payload: sp.Payload, timeoutMs: sp.TimeoutMs, after: cs.After, workflow: wf})
+	e.keepTrace(id, sp.Traceparent)
 	e.addUniqueLocked(e.live[id], specUniqueKey(&sp, old.CreatedAt))
 	rec := &Record{ID: n, Spec: sp, Workflow: wf, CreatedAt: old.CreatedAt}
 	rec.Spec.After = nil

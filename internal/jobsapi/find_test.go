@@ -1,10 +1,13 @@
 package jobsapi_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -219,4 +222,48 @@ func TestWhoami(t *testing.T) {
 	if status, _ := call(t, s, "", "GET", "/v1/whoami", nil); status != 401 {
 		t.Errorf("whoami without a token = %d; want 401", status)
 	}
+}
+
+// A traceparent that does not parse is dropped with a warning, never
+// stored or handed to an agent; a good one is kept.
+func TestBadTraceparentIsIgnored(t *testing.T) {
+	var logs syncBuffer
+	s := jobsapitest.StartWith(t, jobsapitest.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	queue(t, s, map[string]any{"name": "q"})
+	good := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tp := range []string{"garbage", "00-00000000000000000000000000000000-b7ad6b7169203331-01", "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", `00-"><script>`} {
+		id := enqueue(t, s, map[string]any{"queue": "q", "traceparent": tp})[0]
+		if j := mustAs[jobtype.Job](t, s, "GET", "/v1/jobs/"+id, nil, 200); j.Traceparent != "" {
+			t.Errorf("traceparent %q was kept as %q", tp, j.Traceparent)
+		}
+	}
+	if n := strings.Count(logs.String(), "ignoring a job's traceparent that does not parse"); n != 4 {
+		t.Errorf("%d warnings for 4 bad traceparents; log:\n%s", n, logs.String())
+	}
+	id := enqueue(t, s, map[string]any{"queue": "q", "traceparent": good})[0]
+	leased := mustAs[jobtype.LeaseAnswer](t, s, "POST", "/v1/agent/lease", map[string]any{"agent": "a", "slots": 10, "max": 10}, 200)
+	for _, j := range leased.Jobs {
+		if want := map[bool]string{true: good}[j.ID == id]; j.Traceparent != want {
+			t.Errorf("leased job %s carries %q; want %q", j.ID, j.Traceparent, want)
+		}
+	}
+}
+
+// syncBuffer is a log sink that the server's goroutines write while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

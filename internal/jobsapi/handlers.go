@@ -121,7 +121,9 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ans, err := a.Engine.EnqueueKeyed(r.Context(), key, body.Jobs)
+	ctx, end := a.enqueueSpan(r, body.Jobs)
+	ans, err := a.Engine.EnqueueKeyed(ctx, key, body.Jobs)
+	end(ans.IDs, err)
 	if err != nil {
 		return err
 	}
@@ -352,6 +354,7 @@ func (a *api) lease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	a.leaseSpans(r, req.Agent, ans.Jobs)
 	if err := writeJSON(w, http.StatusOK, ans); err != nil {
 		a.Engine.Unlease(ans.Jobs) // the agent never got them
 	}
@@ -387,7 +390,9 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &b); err != nil {
 		return err
 	}
+	end := a.completeSpans(r, b.Agent, b.Results)
 	acks, err := a.Engine.Complete(r.Context(), b.Agent, b.Results)
+	end(acks, err)
 	if err != nil {
 		return err
 	}

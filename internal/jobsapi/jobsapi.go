@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/tokens"
 )
@@ -26,6 +28,10 @@ type Config struct {
 	// MaxBody caps a request body (default 32 MiB).
 	MaxBody int64
 	Logger  *slog.Logger
+	// Tracer, when set, records the server's spans of jobs (enqueue,
+	// lease, complete) in the traces the jobs carry (docs/operations.md,
+	// "Tracing"); nil records none.
+	Tracer trace.Tracer
 }
 
 // api is the handler set.

@@ -86,7 +86,8 @@ func (m *embedded) openJobs(ctx context.Context, db *sql.DB) error {
 	if err := m.ensureAdminToken(ctx, m.toks); err != nil {
 		return err
 	}
-	m.jobsAPI = jobsapi.Handler(jobsapi.Config{Engine: m.jobs, Tokens: m.toks, MaxBody: jc.MaxBody, Logger: m.cfg.Logger})
+	m.jobsAPI = jobsapi.Handler(jobsapi.Config{Engine: m.jobs, Tokens: m.toks, MaxBody: jc.MaxBody, Logger: m.cfg.Logger,
+		Tracer: jc.Tracer})
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/usherhq/usher/internal/access"
 	"github.com/usherhq/usher/internal/asyqueue"
@@ -122,6 +123,8 @@ type JobsConfig struct {
 	AdminTokenFile string
 	// MaxBody caps a /v1 request body (0: 32 MiB).
 	MaxBody int64
+	// Tracer, when set, records /v1's spans of jobs (jobsapi.Config).
+	Tracer trace.Tracer
 	// Retention is how long finished jobs are kept (0: for good).
 	Retention time.Duration
 	// KeyRetention is how long an idempotency key is kept (0: 24 h).

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/sched"
@@ -39,6 +41,8 @@ type Options struct {
 	Tiers    []sched.Tier
 	LeaseTTL time.Duration
 	Logger   *slog.Logger
+	// Tracer records the server's spans of jobs (nil: none).
+	Tracer trace.Tracer
 }
 
 // Start runs a server on a fresh SQLite file; t.Cleanup stops it.
@@ -128,7 +132,7 @@ func serve(store jobs.Store, toks *tokens.Store, o Options) (s *Server, stop fun
 		return nil, nil, fmt.Errorf("adding the admin token: %w", err)
 	}
 	go engine.Run(ctx)
-	hs := httptest.NewServer(jobsapi.Handler(jobsapi.Config{Engine: engine, Tokens: toks, Logger: o.Logger}))
+	hs := httptest.NewServer(jobsapi.Handler(jobsapi.Config{Engine: engine, Tokens: toks, Logger: o.Logger, Tracer: o.Tracer}))
 	stop = func() {
 		hs.CloseClientConnections()
 		hs.Close()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/usherhq/usher/internal/jobs"
 	"github.com/usherhq/usher/internal/jobsapi"
@@ -53,6 +54,8 @@ type Config struct {
 	// Metrics, when set, answers GET /metrics on the listener, whether
 	// this node leads or stands by (docs/operations.md).
 	Metrics http.Handler
+	// Tracer, when set, records /v1's spans of jobs (jobsapi.Config).
+	Tracer trace.Tracer
 }
 
 // Role serves /v1 while its node leads.
@@ -153,7 +156,8 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 	go engine.Run(ctx)
 	r.engine.Store(engine)
 	defer r.engine.Store(nil)
-	var h http.Handler = jobsapi.Handler(jobsapi.Config{Engine: engine, Tokens: r.tokens, MaxBody: r.cfg.MaxBody, Logger: log})
+	var h http.Handler = jobsapi.Handler(jobsapi.Config{Engine: engine, Tokens: r.tokens, MaxBody: r.cfg.MaxBody, Logger: log,
+		Tracer: r.cfg.Tracer})
 	r.handler.Store(&h)
 	defer r.handler.Store(nil)
 	log.Info("jobs: serving /v1", "advertise", r.cfg.Advertise)
