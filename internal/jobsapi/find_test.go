@@ -1,17 +1,16 @@
 package jobsapi_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/testbin"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -227,7 +226,7 @@ func TestWhoami(t *testing.T) {
 // A traceparent that does not parse is dropped with a warning, never
 // stored or handed to an agent; a good one is kept.
 func TestBadTraceparentIsIgnored(t *testing.T) {
-	var logs syncBuffer
+	var logs testbin.LogBuffer
 	s := jobsapitest.StartWith(t, jobsapitest.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	queue(t, s, map[string]any{"name": "q"})
 	good := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -247,23 +246,4 @@ func TestBadTraceparentIsIgnored(t *testing.T) {
 			t.Errorf("leased job %s carries %q; want %q", j.ID, j.Traceparent, want)
 		}
 	}
-}
-
-// syncBuffer is a log sink that the server's goroutines write while the
-// test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
