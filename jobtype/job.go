@@ -118,7 +118,30 @@ type Job struct {
 	Progress *Progress `json:"progress,omitempty"`
 	// Result is the JSON value its handler returned last, if any.
 	Result json.RawMessage `json:"result,omitempty"`
+	// Attempts are the job's earlier attempts that ended without success
+	// (failed, timed out, lost with their agent), oldest first, the last
+	// MaxAttemptHistory of them; the job's own fields tell its last
+	// attempt. Only GET /v1/jobs/{id} fills them in.
+	Attempts []Attempt `json:"attempts,omitempty"`
 }
+
+// Attempt is one ended attempt of a job, as its history keeps it.
+type Attempt struct {
+	Attempt   int        `json:"attempt"`
+	Agent     string     `json:"agent,omitempty"`
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+	EndedAt   time.Time  `json:"endedAt"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	// Output is the tail of its output, at most MaxAttemptOutput bytes.
+	Output string `json:"output,omitempty"`
+}
+
+// Bounds of a job's attempt history.
+const (
+	MaxAttemptHistory = 20
+	MaxAttemptOutput  = 2048
+)
 
 // Progress is how far a running job got, as its handler last reported it:
 // Value is a fraction from 0 to 1; Message is short free text.

@@ -424,6 +424,10 @@ func printJob(w io.Writer, j client.Job) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	for _, a := range j.Attempts {
+		fmt.Fprintf(w, "attempt %d on %s, ended %s: exit %s %s\n", a.Attempt, orDash(a.Agent), when(a.EndedAt),
+			exitText(a.ExitCode), oneLine(a.Error, 80))
+	}
 	if j.Output != "" {
 		fmt.Fprintf(w, "output:\n%s", j.Output)
 		if !strings.HasSuffix(j.Output, "\n") {

@@ -364,7 +364,7 @@ func (e *Engine) requeued(id string, at time.Time, r *jobtype.Result) {
 	if at.After(e.cfg.Now()) {
 		j.retryAt = at
 	}
-	e.emit(Op{Kind: OpRequeue, ID: j.n, At: at, Result: r})
+	e.emit(Op{Kind: OpRequeue, ID: j.n, At: at, Result: r, Ended: e.cfg.Now()})
 }
 
 // finished records a job's final state and forgets it.

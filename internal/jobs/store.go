@@ -127,4 +127,7 @@ type Op struct {
 	Progress *jobtype.Progress
 	// Key is the request key of OpKeepKey.
 	Key *IdemKey
+	// Ended is when the attempt that an OpRequeue with a Result ended (At
+	// is when the job may run again), for the job's attempt history.
+	Ended time.Time
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
 	"github.com/usherhq/usher/internal/testbin"
+	"github.com/usherhq/usher/internal/testwait"
 	"github.com/usherhq/usher/jobtype"
 )
 
@@ -245,5 +246,31 @@ func TestBadTraceparentIsIgnored(t *testing.T) {
 		if want := map[bool]string{true: good}[j.ID == id]; j.Traceparent != want {
 			t.Errorf("leased job %s carries %q; want %q", j.ID, j.Traceparent, want)
 		}
+	}
+}
+
+// A job's page shows its earlier attempts: one that failed and was
+// retried, with its agent and error; the listing leaves them out.
+func TestAttemptHistoryOnTheJob(t *testing.T) {
+	s := jobsapitest.Start(t)
+	queue(t, s, map[string]any{"name": "q", "retry": map[string]any{"maxAttempts": 3, "backoffMs": 1}})
+	id := enqueue(t, s, map[string]any{"queue": "q"})[0]
+	must(t, s, "POST", "/v1/agent/complete", map[string]any{"agent": "first", "results": []any{
+		map[string]any{"id": lease(t, s, "first", nil, 1, 1)[0].ID, "attempt": 1, "exitCode": 2, "error": "disk full", "output": "<b>log</b>"}}}, 200)
+	var second []leasedJob
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		second = lease(t, s, "second", nil, 1, 1)
+		return len(second) == 1
+	}, "the retry leased")
+	complete(t, s, "second", 0, second...)
+	j := mustAs[jobtype.Job](t, s, "GET", "/v1/jobs/"+id, nil, 200)
+	if j.State != jobtype.StateSucceeded || len(j.Attempts) != 1 {
+		t.Fatalf("job = %s with history %+v; want succeeded after one failed attempt", j.State, j.Attempts)
+	}
+	if a := j.Attempts[0]; a.Attempt != 1 || a.Agent != "first" || a.Error != "disk full" || a.Output != "<b>log</b>" || a.ExitCode == nil || *a.ExitCode != 2 {
+		t.Errorf("the failed attempt = %+v", a)
+	}
+	if page := mustAs[jobtype.JobPage](t, s, "GET", "/v1/jobs", nil, 200); len(page.Jobs) != 1 || page.Jobs[0].Attempts != nil {
+		t.Errorf("the listing = %+v; want the job without its history", page.Jobs)
 	}
 }

@@ -86,6 +86,23 @@ CREATE TRIGGER jobs_labels_gone AFTER DELETE ON jobs BEGIN
 END;
 CREATE INDEX jobs_by_queue ON jobs(queue, id);
 CREATE INDEX jobs_by_state ON jobs(state, id);
+`, `
+-- A job's attempts that ended without success, written as each ends
+-- (attempts.go); gone with the job's row.
+CREATE TABLE job_attempts (
+	job INTEGER NOT NULL,
+	attempt INTEGER NOT NULL,
+	agent TEXT NOT NULL,
+	started_at INTEGER,
+	ended_at INTEGER NOT NULL,
+	exit_code INTEGER,
+	error TEXT NOT NULL,
+	output TEXT NOT NULL
+);
+CREATE INDEX job_attempts_by_job ON job_attempts(job);
+CREATE TRIGGER jobs_attempts_gone AFTER DELETE ON jobs BEGIN
+	DELETE FROM job_attempts WHERE job = old.id;
+END;
 `}
 
 // States as stored: unfinished jobs are 0 (waiting, delayed or queued:
@@ -263,6 +280,10 @@ func (s *Store) Job(ctx context.Context, id int64) (jobtype.Job, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobtype.Job{}, &jobs.FieldError{Msg: fmt.Sprintf("no job %d", id), Kind: jobs.ErrNotFound}
 	}
+	if err != nil {
+		return j, err
+	}
+	j.Attempts, err = s.attempts(ctx, id)
 	return j, err
 }
 

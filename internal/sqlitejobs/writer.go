@@ -41,6 +41,8 @@ var statements = map[string]string{
 	"tag":              `INSERT OR IGNORE INTO job_tags (tag, job) VALUES (?, ?)`,
 	"jobKey":           `INSERT OR IGNORE INTO job_keys (key, job) VALUES (?, ?)`,
 	"delete":           `DELETE FROM jobs WHERE id = ? AND state >= 2`,
+	"attemptEnded":     attemptEnded,
+	"attemptsTrim":     attemptsTrim,
 	"deleteDeps":       `DELETE FROM job_deps WHERE job = ?`,
 	"start":            `UPDATE jobs SET state = 1, attempt = ?, agent = ?, started_at = ?, ready_at = NULL WHERE id = ?`,
 	"requeue": `UPDATE jobs SET state = 0, agent = NULL, ready_at = ?,
@@ -204,9 +206,19 @@ func (w *writer) apply(ctx context.Context, tx *sql.Tx, op *jobs.Op) error {
 	case jobs.OpStart:
 		return w.exec(ctx, tx, "start", op.Attempt, op.Agent, op.At.UnixMilli(), op.ID)
 	case jobs.OpRequeue:
+		if op.Result != nil { // nil: an attempt that never reached its agent, which does not count
+			if err := w.attemptEnded(ctx, tx, op); err != nil {
+				return err
+			}
+		}
 		code, out, msg, val := resultArgs(op.Result)
 		return w.exec(ctx, tx, "requeue", op.At.UnixMilli(), code, out, msg, val, op.ID)
 	case jobs.OpFinish:
+		if op.State != jobtype.StateSucceeded {
+			if err := w.attemptEnded(ctx, tx, op); err != nil {
+				return err
+			}
+		}
 		code, out, msg, val := resultArgs(op.Result)
 		return w.exec(ctx, tx, "finish", stateCode(op.State), op.At.UnixMilli(), code, out, msg, val, op.ID)
 	case jobs.OpSnooze:

@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 		{"ChangesToMissingJobs", testMissingJobs},
 		{"ListingFiltersAndPages", testListing},
 		{"FindingByTagKeyTextAndTime", testFinding},
+		{"AttemptHistory", testAttemptHistory},
 		{"PruneDeletesOnlyOldFinishedJobs", testPrune},
 		{"PrunedIDsAreNotGivenAgain", testPrunedIDs},
 		{"ResetAfterAPruneWritesTheJobAnew", testResetAfterPrune},

@@ -30,6 +30,7 @@ type stored struct {
 	after    []int64
 	progress *jobtype.Progress
 	result   json.RawMessage
+	attempts []jobtype.Attempt
 }
 
 // parseJob reads a job's hash; a missing or malformed field is a clear
@@ -70,6 +71,9 @@ func parseJob(id int64, h map[string]string) (*stored, error) {
 	}
 	if rv, ok := h["rv"]; ok && rv != "" {
 		st.result = json.RawMessage(rv)
+	}
+	if hist, ok := h["h"]; ok {
+		st.attempts = p.attempts("h", hist)
 	}
 	if p.err != nil {
 		return nil, p.err
@@ -137,7 +141,7 @@ func (st *stored) job() jobtype.Job {
 	j := jobtype.Job{ID: strconv.FormatInt(st.id, 10), JobSpec: st.spec, State: jobtype.State(stateNames[st.state]),
 		Attempt: st.attempt, Agent: st.agent, Output: st.output, Error: st.errText, ExitCode: st.exitCode,
 		CreatedAt: time.UnixMilli(st.created).UTC(), StartedAt: optTime(st.started), FinishedAt: optTime(st.finished),
-		Progress: st.progress, Result: st.result}
+		Progress: st.progress, Result: st.result, Attempts: st.attempts}
 	if st.workflow != 0 {
 		j.Workflow = strconv.FormatInt(st.workflow, 10)
 	}
@@ -168,4 +172,36 @@ func optTime(ms *int64) *time.Time {
 	}
 	t := time.UnixMilli(*ms).UTC()
 	return &t
+}
+
+// attempts reads a job's attempt history: a JSON array of entries whose
+// numbers are decimal strings, as the write script keeps them.
+func (p *fieldParser) attempts(field, text string) []jobtype.Attempt {
+	var raw []struct {
+		Attempt, Agent, StartedAt, EndedAt, ExitCode, Error, Output string
+	}
+	if text == "{}" { // an empty Lua table encodes as an object
+		return nil
+	}
+	if err := json.Unmarshal([]byte(text), &raw); err != nil {
+		p.fail(field, "%v", err)
+		return nil
+	}
+	out := make([]jobtype.Attempt, len(raw))
+	for i, r := range raw {
+		a := jobtype.Attempt{Agent: r.Agent, Error: r.Error, Output: r.Output}
+		a.Attempt, _ = strconv.Atoi(r.Attempt)
+		if ms, err := strconv.ParseInt(r.StartedAt, 10, 64); err == nil {
+			t := time.UnixMilli(ms).UTC()
+			a.StartedAt = &t
+		}
+		if ms, err := strconv.ParseInt(r.EndedAt, 10, 64); err == nil {
+			a.EndedAt = time.UnixMilli(ms).UTC()
+		}
+		if c, err := strconv.Atoi(r.ExitCode); err == nil {
+			a.ExitCode = &c
+		}
+		out[i] = a
+	}
+	return out
 }

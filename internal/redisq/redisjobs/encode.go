@@ -89,7 +89,11 @@ func (e *encoder) op(op *jobs.Op) error {
 		e.add("5", op.ID, op.Name, op.At.UnixMilli())
 		e.nextWF = max(e.nextWF, op.ID+1)
 	case jobs.OpRequeue:
-		e.add("7", op.ID, op.At.UnixMilli())
+		ended := op.Ended
+		if ended.IsZero() {
+			ended = op.At
+		}
+		e.add("7", op.ID, op.At.UnixMilli(), ended.UnixMilli())
 		e.result(op.Result)
 		e.job(op.ID)
 	case jobs.OpReset:

@@ -218,7 +218,9 @@ func (s *Store) Jobs(ctx context.Context, f jobs.Filter) (jobs.Page, error) {
 			if st == nil || !matches(st, f) {
 				continue
 			}
-			out.Jobs = append(out.Jobs, st.job())
+			j := st.job()
+			j.Attempts = nil // a listing leaves the history out, as the SQLite store's does
+			out.Jobs = append(out.Jobs, j)
 			if len(out.Jobs) == f.Limit {
 				out.Next = ids[i]
 				return out, nil

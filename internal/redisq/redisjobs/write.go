@@ -113,6 +113,22 @@ local function result(f, i)
   f[m + 7], f[m + 8] = 'rv', ARGV[i + 4]
   return f, 5
 end
+-- remember keeps the history entry of a running job's attempt that ends
+-- without success (field h: a JSON array, the last 20), from the hash's
+-- attempt, agent and start and the result at ARGV[i] (if any).
+local function remember(job, ended, i)
+  local g = redis.call('HMGET', job, 'st', 'att', 'ag', 's', 'h')
+  if g[1] ~= '1' then return end
+  local h = {}
+  if g[5] then h = cjson.decode(g[5]) end
+  local e = {attempt = g[2], agent = g[3] or '', startedAt = g[4] or '', endedAt = ended}
+  if ARGV[i] == '1' or ARGV[i] == '2' then
+    e.exitCode, e.output, e.error = ARGV[i + 1], string.sub(ARGV[i + 2], -2048), ARGV[i + 3]
+  end
+  h[#h + 1] = e
+  while #h > 20 do table.remove(h, 1) end
+  redis.call('HSET', job, 'h', cjson.encode(h))
+end
 local ops = {}
 ops['1'] = function() redis.call('HSET', KEYS[7], ARGV[a], ARGV[a + 1]); a = a + 2 end
 ops['2'] = function() redis.call('HDEL', KEYS[7], ARGV[a]); a = a + 1 end
@@ -173,19 +189,20 @@ ops['6'] = function()
 end
 ops['7'] = function()
   local job, id = key(), ARGV[a]
-  local f, used = result({'st', '0', 'r', ARGV[a + 1], 'ag', ''}, a + 2)
+  local f, used = result({'st', '0', 'r', ARGV[a + 1], 'ag', ''}, a + 3)
   if known[id] then
+    if ARGV[a + 3] ~= '0' then remember(job, ARGV[a + 2], a + 3) end
     redis.call('HSET', job, unpack(f))
     unfinish(id)
     put(KEYS[12], id, false)
   end
-  a = a + 2 + used
+  a = a + 3 + used
 end
 -- 8: a run of finishes in one state at one time with one result; then
 -- the jobs' ids. Keys: each job's hash.
 ops['8'] = function()
-  local code, at = tonumber(ARGV[a]), ARGV[a + 1]
-  local f, used = result({'st', ARGV[a], 'f', at}, a + 2)
+  local code, at, ri = tonumber(ARGV[a]), ARGV[a + 1], a + 2
+  local f, used = result({'st', ARGV[a], 'f', at}, ri)
   a = a + 2 + used
   local n = tonumber(ARGV[a])
   a = a + 1
@@ -193,6 +210,7 @@ ops['8'] = function()
     local job, id = key(), ARGV[a]
     a = a + 1
     if known[id] then
+      if code ~= 2 then remember(job, at, ri) end
       redis.call('HSET', job, unpack(f))
       if known[id] == 'f' then
         for c = 2, 4 do put(KEYS[2 + c], id, false) end
