@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -139,4 +140,12 @@ func RunOwn(ctx context.Context, rdb redis.UniversalClient, conn **redis.Conn, s
 		*conn = nil
 	}
 	return cmd
+}
+
+// Loading reports whether err is Redis answering that it is still loading
+// its data set after a restart: a passing state, which callers wait out
+// and retry, so it is logged as a warning.
+func Loading(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "LOADING ")
 }

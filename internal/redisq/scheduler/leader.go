@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/usherhq/usher/internal/asyqueue"
 	"github.com/usherhq/usher/internal/dashboard"
+	"github.com/usherhq/usher/internal/redisq"
 	"github.com/usherhq/usher/internal/sched"
 )
 
@@ -72,7 +75,11 @@ func (s *Scheduler) lead(ctx context.Context, token string) error {
 		if ctx.Err() != nil || errors.Is(err, errFenced) {
 			return err
 		}
-		s.log.Error("Redis step failed; rebuilding the core from Redis", "err", err)
+		level := slog.LevelError
+		if redisq.Loading(err) { // Redis restarted and reads its data set back
+			level = slog.LevelWarn
+		}
+		s.log.Log(ctx, level, "Redis step failed; rebuilding the core from Redis", "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
