@@ -1,8 +1,6 @@
 package jobs
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -96,43 +94,6 @@ func restoreSchedule(r *Record, cs *sched.JobSpec) (runAt time.Time) {
 		return time.Time{}
 	}
 	return cs.NotBefore
-}
-
-// RunNow makes a scheduled job, or one waiting out a retry's backoff,
-// ready now (docs/api.md, "POST /v1/jobs/{id}/run"). Any other job is a
-// conflict.
-func (e *Engine) RunNow(ctx context.Context, id string) (jobtype.Job, error) {
-	n, err := parseID("", id)
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	err = e.change(ctx, func() error {
-		j, ok := e.live[id]
-		if !ok {
-			return errNotLive
-		}
-		st := e.liveStateLocked(j)
-		if st != jobtype.StateScheduled && st != jobtype.StateDelayed {
-			return conflict("", "job %s is %s; only scheduled or delayed jobs can be run now", id, st)
-		}
-		if err := e.core.RunNow(id); err != nil {
-			if errors.Is(err, sched.ErrNotDelayed) { // due this instant; the clock loop has not run yet
-				return conflict("", "job %s is due already; only scheduled or delayed jobs can be run now", id)
-			}
-			return fmt.Errorf("jobs: run %s now: %w", id, err)
-		}
-		now := e.cfg.Now()
-		j.runAt, j.retryAt = time.Time{}, time.Time{}
-		e.emit(Op{Kind: OpRequeue, ID: j.n, At: now})
-		return nil
-	})
-	if errors.Is(err, errNotLive) {
-		return jobtype.Job{}, e.finishedConflict(ctx, n, "run now") // read outside the lock
-	}
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	return e.Job(ctx, id)
 }
 
 // expired records a job discarded at its deadline.

@@ -463,29 +463,6 @@ func namesInCycle(err error, w jobtype.WorkflowSpec, first int64) error {
 		Kind: ErrInvalid, Cycle: names}
 }
 
-// Cancel withdraws an unfinished job; a running one is told to stop at
-// its agent's next renewal. Dependants are cancelled unless they run
-// after failures.
-func (e *Engine) Cancel(ctx context.Context, id string) (jobtype.Job, error) {
-	n, err := parseID("", id)
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	err = e.change(ctx, func() error {
-		if _, ok := e.live[id]; !ok {
-			return errNotLive
-		}
-		return e.cancelLocked(id)
-	})
-	if errors.Is(err, errNotLive) {
-		return jobtype.Job{}, e.finishedConflict(ctx, n, "cancelled") // read outside the lock
-	}
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	return e.Job(ctx, id)
-}
-
 // errNotLive says that a job is not unfinished; the caller reads why.
 var errNotLive = errors.New("job not live")
 
@@ -504,37 +481,6 @@ func (e *Engine) finishedConflict(ctx context.Context, n int64, verb string) err
 		return err
 	}
 	return conflict("", "job %s already %s; it cannot be %s", j.ID, j.State, verb)
-}
-
-// Retry queues a failed or cancelled job again with fresh attempts.
-func (e *Engine) Retry(ctx context.Context, id string) (jobtype.Job, error) {
-	n, err := parseID("", id)
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	// Read outside the lock. A finished job changes only by a retry, which
-	// makes it live: the check under the lock catches a concurrent one.
-	old, err := e.store.Job(ctx, n)
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	wfName, err := e.workflowName(ctx, old)
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	err = e.change(ctx, func() error {
-		if j, ok := e.live[id]; ok {
-			return conflict("", "job %s is %s; only failed or cancelled jobs can be retried", id, e.liveStateLocked(j))
-		}
-		if old.State != jobtype.StateFailed && old.State != jobtype.StateCancelled {
-			return conflict("", "job %s %s; only failed or cancelled jobs can be retried", id, old.State)
-		}
-		return e.resubmitLocked(old, n, wfName)
-	})
-	if err != nil {
-		return jobtype.Job{}, err
-	}
-	return e.Job(ctx, id)
 }
 
 // workflowName reads the name of a finished job's workflow ("" for none),

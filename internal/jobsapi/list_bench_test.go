@@ -26,7 +26,7 @@ func BenchmarkJobListFirstPage(b *testing.B) {
 	for _, n := range []int{100000, 1000000} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "usher.db")
-			fillJobs(b, path, n)
+			fillJobs(b, path, n, 100)
 			s := jobsapitest.StartAt(b, path, jobsapitest.Options{})
 			for _, q := range []string{"", "order=desc", "queue=q3", "state=failed", "state=queued&order=desc",
 				"tag=nightly", "tag=rare", "key=k:7", "q=ra", "q=999999", "queue=q1&state=failed&order=desc",
@@ -65,8 +65,9 @@ func getPage(b *testing.B, c *http.Client, s *jobsapitest.Server, path string) j
 }
 
 // fillJobs writes n jobs into a new SQLite file through the store, as
-// the engine would have: inserts, starts and finishes.
-func fillJobs(b *testing.B, path string, n int) {
+// the engine would have: inserts, starts and finishes; one finished job
+// in failEvery failed.
+func fillJobs(b *testing.B, path string, n, failEvery int) {
 	ctx := context.Background()
 	db, err := sqlitedb.Open(ctx, path)
 	if err != nil {
@@ -101,7 +102,7 @@ func fillJobs(b *testing.B, path string, n int) {
 				continue // 5 % unfinished
 			}
 			state := jobtype.StateSucceeded
-			if id%100 == 1 {
+			if id%int64(failEvery) == 1%int64(failEvery) {
 				state = jobtype.StateFailed
 			}
 			ops = append(ops, jobs.Op{Kind: jobs.OpStart, ID: id, Attempt: 1, Agent: "a", At: created},
@@ -115,3 +116,38 @@ func fillJobs(b *testing.B, path string, n int) {
 }
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// BenchmarkBulkRetry retries every failed job of a SQLite store holding
+// n jobs, all finished and failed, through POST /v1/jobs/actions batch
+// after batch along the cursor, as the CLI and the job browser do. It
+// reports the jobs retried per second and the time per batch.
+func BenchmarkBulkRetry(b *testing.B) {
+	for _, n := range []int{100000} {
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				path := filepath.Join(b.TempDir(), "usher.db")
+				fillJobs(b, path, n, 1)
+				s := jobsapitest.StartAt(b, path, jobsapitest.Options{})
+				c := &http.Client{}
+				b.StartTimer()
+				start, batches, changed := time.Now(), 0, 0
+				for after := ""; ; batches++ {
+					var ans jobtype.ActionAnswer
+					post(b, c, s, "/v1/jobs/actions", map[string]any{"action": "retry",
+						"filter": map[string]any{"state": "failed"}, "limit": 1000, "after": after}, &ans)
+					changed += ans.Changed
+					if after = ans.Next; after == "" {
+						break
+					}
+				}
+				took := time.Since(start)
+				if changed != n-n/20 {
+					b.Fatalf("retried %d jobs; want %d", changed, n-n/20)
+				}
+				b.ReportMetric(float64(changed)/took.Seconds(), "jobs/s")
+				b.ReportMetric(float64(took.Milliseconds())/float64(batches+1), "ms/batch")
+			}
+		})
+	}
+}
