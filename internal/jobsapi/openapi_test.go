@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,10 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/jobsapi/jobsapitest"
+	"github.com/usherhq/usher/internal/openapitest"
 	"github.com/usherhq/usher/internal/tokens"
 )
 
@@ -34,90 +32,14 @@ import (
 // of a real server (real engine, real SQLite file) match its schemas,
 // which refuse any field they do not name.
 
-// openAPIDoc is the embedded document, decoded as the JSON Schema
-// validator wants it (numbers as json.Number).
-func openAPIDoc(t *testing.T) map[string]any {
-	t.Helper()
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(jobsapi.OpenAPI()))
-	if err != nil {
-		t.Fatalf("openapi.json does not parse: %v", err)
-	}
-	doc, ok := v.(map[string]any)
-	if !ok || doc["openapi"] != "3.1.0" {
-		t.Fatalf("openapi.json is not an OpenAPI 3.1.0 document")
-	}
-	return doc
-}
-
-// operation is one operation of the document.
-type operation struct {
-	method, path string // GET, /v1/jobs/{id}
-	obj          map[string]any
-}
-
-func (o operation) String() string { return o.method + " " + o.path }
-
-// operations returns the document's operations under prefix.
-func operations(doc map[string]any, prefix string) []operation {
-	var out []operation
-	for p, item := range doc["paths"].(map[string]any) {
-		if !strings.HasPrefix(p, prefix) {
-			continue
-		}
-		for m, o := range item.(map[string]any) {
-			if obj, ok := o.(map[string]any); ok && m != "parameters" {
-				out = append(out, operation{method: strings.ToUpper(m), path: p, obj: obj})
-			}
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
-}
-
-// params returns the names of the operation's parameters that are in
-// where (path, query, header).
-func (o operation) params(where string) []string {
-	var out []string
-	list, _ := o.obj["parameters"].([]any)
-	for _, p := range list {
-		pm := p.(map[string]any)
-		if pm["in"] == where {
-			out = append(out, pm["name"].(string))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// roles returns the roles the operation's security accepts, and whether
-// it needs no token.
-func (o operation) roles() (roles []string, public bool) {
-	sec, ok := o.obj["security"].([]any)
-	if !ok {
-		return nil, false
-	}
-	if len(sec) == 0 {
-		return nil, true
-	}
-	for _, req := range sec {
-		for _, r := range req.(map[string]any)["bearerAuth"].([]any) {
-			roles = append(roles, r.(string))
-		}
-	}
-	sort.Strings(roles)
-	return roles, false
-}
-
-var pathParam = regexp.MustCompile(`\{([^}$]+)\$?\}`)
-
 // Every route of the table has an operation with the same method, path,
 // path parameters and roles, and reads the query parameters the
 // operation names (found in the handler's code); every operation of /v1
 // has a route.
 func TestOpenAPIRoutes(t *testing.T) {
-	doc := openAPIDoc(t)
-	ops := map[string]operation{}
-	for _, o := range operations(doc, "/v1/") {
+	doc := openapitest.Load(t, jobsapi.OpenAPI())
+	ops := map[string]openapitest.Operation{}
+	for _, o := range doc.Operations("/v1/") {
 		ops[o.String()] = o
 	}
 	reads := handlerReads(t)
@@ -130,18 +52,18 @@ func TestOpenAPIRoutes(t *testing.T) {
 			continue
 		}
 		var inPattern []string
-		for _, m := range pathParam.FindAllStringSubmatch(rt.Pattern, -1) {
+		for _, m := range openapitest.PathParams.FindAllStringSubmatch(rt.Pattern, -1) {
 			inPattern = append(inPattern, m[1])
 		}
 		sort.Strings(inPattern)
 		r := reads[rt.Handler]
-		if got := o.params("path"); !slices.Equal(got, inPattern) || !slices.Equal(r.path, inPattern) {
+		if got := o.Params("path"); !slices.Equal(got, inPattern) || !slices.Equal(r.path, inPattern) {
 			t.Errorf("%s: path parameters %q in the document, %q read by %s; the pattern has %q", rt.Pattern, got, r.path, rt.Handler, inPattern)
 		}
-		if got := o.params("query"); !slices.Equal(got, r.query) {
+		if got := o.Params("query"); !slices.Equal(got, r.query) {
 			t.Errorf("%s: query parameters %q in the document; %s reads %q", rt.Pattern, got, rt.Handler, r.query)
 		}
-		roles, public := o.roles()
+		roles, public := o.Roles()
 		slices.Sort(rt.Roles)
 		if public != rt.Public || !slices.Equal(roles, rt.Roles) {
 			t.Errorf("%s: the document's security allows roles %q (no token: %v); the route allows %q (no token: %v)", rt.Pattern, roles, public, rt.Roles, rt.Public)
@@ -318,7 +240,7 @@ func sortedKeys(m map[string]bool) []string {
 // type that the answers below do not show (one only clients send, say)
 // still fails until the document has it.
 func TestOpenAPIWireTypes(t *testing.T) {
-	doc := openAPIDoc(t)
+	doc := openapitest.Load(t, jobsapi.OpenAPI()).Raw
 	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	byType := map[string]string{}
 	for name, s := range schemas {
@@ -336,9 +258,17 @@ func TestOpenAPIWireTypes(t *testing.T) {
 			t.Errorf("jobtype.%s has no schema in openapi.json (one with \"x-go-type\": %q)", typ, typ)
 			continue
 		}
-		props := schemaProps(t, doc, schemas[name].(map[string]any))
-		if got := sortedKeys(props); !slices.Equal(got, fields) {
-			t.Errorf("schema %s has properties %q; jobtype.%s has JSON fields %q", name, got, typ, fields)
+		props := openapitest.Props(t, doc, schemas[name].(map[string]any))
+		var lacks, extra []string
+		for _, f := range fields {
+			if !props[f] {
+				lacks = append(lacks, f)
+			}
+			delete(props, f)
+		}
+		extra = sortedKeys(props)
+		if len(lacks)+len(extra) > 0 {
+			t.Errorf("schema %s lacks the JSON fields %q of jobtype.%s, and names %q that it does not have", name, lacks, typ, extra)
 		}
 	}
 	for typ, name := range byType {
@@ -346,51 +276,6 @@ func TestOpenAPIWireTypes(t *testing.T) {
 			t.Errorf("schema %s names Go type %s, which package jobtype does not define", name, typ)
 		}
 	}
-}
-
-// schemaProps returns the property names of an object schema, following
-// $ref and allOf.
-func schemaProps(t *testing.T, doc, s map[string]any) map[string]bool {
-	t.Helper()
-	out := map[string]bool{}
-	if ref, ok := s["$ref"].(string); ok {
-		maps := resolve(t, doc, ref)
-		for k := range schemaProps(t, doc, maps) {
-			out[k] = true
-		}
-	}
-	for _, sub := range anyList(s["allOf"]) {
-		for k := range schemaProps(t, doc, sub.(map[string]any)) {
-			out[k] = true
-		}
-	}
-	if props, ok := s["properties"].(map[string]any); ok {
-		for k := range props {
-			out[k] = true
-		}
-	}
-	return out
-}
-
-func anyList(v any) []any { l, _ := v.([]any); return l }
-
-// resolve follows a local reference (#/a/b) in doc.
-func resolve(t *testing.T, doc map[string]any, ref string) map[string]any {
-	t.Helper()
-	var cur any = doc
-	for _, tok := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		m, ok := cur.(map[string]any)
-		if !ok {
-			t.Fatalf("reference %s does not resolve", ref)
-		}
-		cur = m[tok]
-	}
-	m, ok := cur.(map[string]any)
-	if !ok {
-		t.Fatalf("reference %s does not resolve to an object", ref)
-	}
-	return m
 }
 
 // jobtypeStructs returns each struct type of package jobtype with its
@@ -459,54 +344,12 @@ func jsonFields(types map[string]*ast.StructType, st *ast.StructType, into map[s
 	}
 }
 
-// apiChecker sends requests to a real server and checks each answer
-// against the document: its status is one the operation declares, and
-// its body matches that status's schema (or is empty when the document
-// gives none). It counts which statuses each operation was seen to answer.
+// apiChecker sends requests to a real server and checks each request
+// and answer against the document (openapitest.Doc.Check).
 type apiChecker struct {
-	t        *testing.T
-	s        *jobsapitest.Server
-	doc      map[string]any
-	compiler *jsonschema.Compiler
-	routes   *http.ServeMux // the document's operations, to find a request's
-	ops      map[string]operation
-	seen     map[string]map[int]bool
-	schemas  map[string]*jsonschema.Schema
-}
-
-const docURL = "file:///openapi.json"
-
-func newAPIChecker(t *testing.T, s *jobsapitest.Server) *apiChecker {
-	doc := openAPIDoc(t)
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource(docURL, doc); err != nil {
-		t.Fatal(err)
-	}
-	ck := &apiChecker{t: t, s: s, doc: doc, compiler: c, routes: http.NewServeMux(), ops: map[string]operation{},
-		seen: map[string]map[int]bool{}, schemas: map[string]*jsonschema.Schema{}}
-	for _, o := range operations(doc, "/v1/") {
-		ck.ops[o.String()] = o
-		ck.routes.Handle(o.String(), http.NotFoundHandler())
-	}
-	return ck
-}
-
-// schema compiles the schema at a JSON pointer of the document.
-func (ck *apiChecker) schema(ptr string) *jsonschema.Schema {
-	if s, ok := ck.schemas[ptr]; ok {
-		return s
-	}
-	s, err := ck.compiler.Compile(docURL + "#" + ptr)
-	if err != nil {
-		ck.t.Fatalf("schema %s does not compile: %v", ptr, err)
-	}
-	ck.schemas[ptr] = s
-	return s
-}
-
-func escape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	t   *testing.T
+	s   *jobsapitest.Server
+	doc *openapitest.Doc
 }
 
 // request is one call: token "" sends none; hdr adds headers; a string
@@ -549,13 +392,12 @@ func (ck *apiChecker) do(r request, want int) []byte {
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
-	_, pattern := ck.routes.Handler(req)
-	o, ok := ck.ops[pattern]
+	o, ok := ck.doc.Find(req)
 	if !ok {
 		ck.t.Fatalf("%s %s: no operation of the document matches", r.method, r.path)
 	}
 	if raw != nil && ctype == "application/json" && !r.bad {
-		ck.validate(o, "request", "/paths/"+escape(o.path)+"/"+strings.ToLower(o.method)+"/requestBody/content/application~1json/schema", raw)
+		ck.doc.CheckRequest(ck.t, o, raw)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -569,60 +411,8 @@ func (ck *apiChecker) do(r request, want int) []byte {
 	if resp.StatusCode != want {
 		ck.t.Fatalf("%s %s = %d %s; want %d", r.method, r.path, resp.StatusCode, body, want)
 	}
-	ck.check(o, resp, body)
+	ck.doc.Check(ck.t, o, resp, body)
 	return body
-}
-
-// check checks an answer of operation o against the document.
-func (ck *apiChecker) check(o operation, resp *http.Response, body []byte) {
-	ck.t.Helper()
-	code := strconv.Itoa(resp.StatusCode)
-	if ck.seen[o.String()] == nil {
-		ck.seen[o.String()] = map[int]bool{}
-	}
-	ck.seen[o.String()][resp.StatusCode] = true
-	ptr := "/paths/" + escape(o.path) + "/" + strings.ToLower(o.method) + "/responses/" + code
-	respObj, ok := o.obj["responses"].(map[string]any)[code].(map[string]any)
-	if !ok {
-		ck.t.Errorf("%s answered %d, which the document does not declare: %s", o, resp.StatusCode, body)
-		return
-	}
-	if ref, ok := respObj["$ref"].(string); ok {
-		respObj, ptr = resolve(ck.t, ck.doc, ref), strings.TrimPrefix(ref, "#")
-	}
-	content, _ := respObj["content"].(map[string]any)
-	if content == nil {
-		if len(body) != 0 {
-			ck.t.Errorf("%s answered %d with a body, which the document does not declare: %s", o, resp.StatusCode, body)
-		}
-		return
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || content["application/json"] == nil {
-		ck.t.Errorf("%s answered %d with Content-Type %q; the document declares %v", o, resp.StatusCode, ct, keys(content))
-		return
-	}
-	ck.validate(o, "answer "+code, ptr+"/content/application~1json/schema", body)
-}
-
-func keys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (ck *apiChecker) validate(o operation, what, ptr string, data []byte) {
-	ck.t.Helper()
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		ck.t.Errorf("%s: %s is not JSON: %q", o, what, data)
-		return
-	}
-	if err := ck.schema(ptr).Validate(v); err != nil {
-		ck.t.Errorf("%s: the %s does not match the document: %s\n%v", o, what, data, err)
-	}
 }
 
 // decodeAs decodes an answer.
@@ -641,7 +431,7 @@ func decodeAs[T any](t *testing.T, data []byte) T {
 // allow, answers as the document says.
 func TestOpenAPIAnswers(t *testing.T) {
 	s := jobsapitest.Start(t)
-	ck := newAPIChecker(t, s)
+	ck := &apiChecker{t: t, s: s, doc: openapitest.Load(t, jobsapi.OpenAPI())}
 	client := newToken(t, s, tokens.Client)
 	agent := newToken(t, s, tokens.Agent)
 	admin := s.AdminToken
@@ -795,52 +585,20 @@ func TestOpenAPIAnswers(t *testing.T) {
 	do("DELETE", "/v1/cron/c", nil, 404)
 
 	// Every operation without a token, and with a role it does not allow.
-	for _, o := range operations(ck.doc, "/v1/") {
-		roles, public := o.roles()
+	for _, o := range ck.doc.Operations("/v1/") {
+		roles, public := o.Roles()
 		if public {
 			continue
 		}
-		path := pathParam.ReplaceAllString(o.path, "x1")
-		ck.do(request{method: o.method, path: path}, 401)
+		path := openapitest.PathParams.ReplaceAllString(o.Path, "x1")
+		ck.do(request{method: o.Method, path: path}, 401)
 		for role, secret := range map[string]string{"client": client, "agent": agent} {
 			if !slices.Contains(roles, role) {
-				ck.do(request{method: o.method, path: path, token: secret}, 403)
+				ck.do(request{method: o.Method, path: path, token: secret}, 403)
 			}
 		}
 	}
-	ck.covered()
-}
-
-// covered fails the test for an operation that was not seen to succeed,
-// or, when the document declares one of 400, 404 and 409 for it, not
-// seen to answer one of them.
-func (ck *apiChecker) covered() {
-	ck.t.Helper()
-	for name, o := range ck.ops {
-		seen := ck.seen[name]
-		var ok, failed bool
-		for code := range seen {
-			ok = ok || code < 300
-			failed = failed || code == 400 || code == 404 || code == 409
-		}
-		declared := false
-		for _, code := range []string{"400", "404", "409"} {
-			_, has := o.obj["responses"].(map[string]any)[code]
-			declared = declared || has
-		}
-		if !ok || (declared && !failed) {
-			ck.t.Errorf("%s: the test saw it answer %v; want a success and one of the errors 400, 404, 409 it declares", name, sortedInts(seen))
-		}
-	}
-}
-
-func sortedInts(m map[int]bool) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
+	ck.doc.Covered(t, "/v1/")
 }
 
 func newToken(t *testing.T, s *jobsapitest.Server, role tokens.Role) string {
