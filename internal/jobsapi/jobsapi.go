@@ -1,7 +1,8 @@
 // Package jobsapi serves the generic-jobs API under /v1 (docs/api.md):
 // queues, key limits, jobs, workflows, agents, stats and tokens, over the
 // engine of internal/jobs. Every request needs a bearer token whose role
-// allows it; every error is JSON naming the field at fault.
+// allows it, but that of the OpenAPI document (GET /v1/openapi.json,
+// openapi.json); every error is JSON naming the field at fault.
 package jobsapi
 
 import (
