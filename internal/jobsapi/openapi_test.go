@@ -170,7 +170,7 @@ func (sc *scan) visit(key string) {
 				sc.t.Errorf("%s: %s reads the raw query string, whose parameters this scan cannot see; read them with r.URL.Query()", sc.fset.Position(x.Pos()), key)
 			}
 		case *ast.IndexExpr:
-			if id, ok := x.X.(*ast.Ident); ok && values[id.Name] {
+			if holdsValues(x.X, values) {
 				sc.literal(key, x.Index, sc.query)
 			}
 		case *ast.CallExpr:
@@ -180,20 +180,32 @@ func (sc *scan) visit(key string) {
 	})
 }
 
+// call notes the parameters a call reads and visits the package's
+// functions it calls. A query handed to a function of another package
+// fails the test: the scan cannot follow it there.
 func (sc *scan) call(key string, x *ast.CallExpr, values map[string]bool) {
+	local := false
 	switch fn := x.Fun.(type) {
 	case *ast.Ident:
+		local = sc.funcs[fn.Name] != nil
 		sc.visit(fn.Name)
 	case *ast.SelectorExpr:
 		switch {
 		case fn.Sel.Name == "PathValue" && len(x.Args) == 1:
 			sc.literal(key, x.Args[0], sc.path)
+			return
 		case (fn.Sel.Name == "Get" || fn.Sel.Name == "Has") && len(x.Args) == 1 && holdsValues(fn.X, values):
 			sc.literal(key, x.Args[0], sc.query)
-		default:
-			if _, ok := fn.X.(*ast.Ident); ok {
-				sc.visit("api." + fn.Sel.Name)
-			}
+			return
+		}
+		if _, ok := fn.X.(*ast.Ident); ok && sc.funcs["api."+fn.Sel.Name] != nil {
+			local = true
+			sc.visit("api." + fn.Sel.Name)
+		}
+	}
+	for _, arg := range x.Args {
+		if holdsValues(arg, values) && !local {
+			sc.t.Errorf("%s: %s hands the query to a function outside package jobsapi, where the OpenAPI test cannot see which parameters it reads; read them in package jobsapi", sc.fset.Position(arg.Pos()), key)
 		}
 	}
 }
