@@ -6,7 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/usherhq/usher/internal/access"
 	"github.com/usherhq/usher/internal/jobsapi"
 	"github.com/usherhq/usher/internal/openapitest"
 	"github.com/usherhq/usher/internal/renderapi"
@@ -24,26 +26,7 @@ func TestOpenAPIRenderAnswers(t *testing.T) {
 	doc := openapitest.Load(t, jobsapi.OpenAPI())
 	send := func(method, path, ctype string, body []byte, hdr http.Header, want int) answer {
 		t.Helper()
-		req, err := http.NewRequest(method, ts.srv.URL+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ctype != "" {
-			req.Header.Set("Content-Type", ctype)
-		}
-		for k, v := range hdr {
-			req.Header[k] = v
-		}
-		o, ok := doc.Find(req)
-		if !ok {
-			t.Fatalf("%s %s: no operation of the document matches", method, path)
-		}
-		a := do(t, req)
-		if a.status != want {
-			t.Fatalf("%s %s = %d %.200s; want %d", method, path, a.status, a.body, want)
-		}
-		doc.Check(t, o, &http.Response{StatusCode: a.status, Header: a.header}, a.body)
-		return a
+		return sendChecked(t, doc, ts.srv.URL, method, path, ctype, body, hdr, want)
 	}
 	figure := []byte(quickFigure)
 	a := send("POST", "/api/render?format=svg", "text/plain", figure, nil, 200)
@@ -65,7 +48,56 @@ func TestOpenAPIRenderAnswers(t *testing.T) {
 	send("GET", "/api/render?src="+url.QueryEscape(strings.Repeat("//", renderapi.MaxQuerySource)), "", nil, nil, 414)
 	send("GET", "/api/render/"+strings.Repeat("0", 64)+".svg", "", nil, nil, 404)
 	send("GET", "/embed.js", "", nil, nil, 200)
+	ts.waitIdle(t)
+
+	// With --auth, --allowed-origins and --render-rate: the refusals.
+	guarded := startService(t, 0, func(c *Config) {
+		o, err := access.NewOrigins([]string{"https://forum.example"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Access.Origins, c.Access.Login = o, true
+		c.Access.RenderRate = access.Rate{N: 1, Per: time.Hour}
+	})
+	bearer := http.Header{"Authorization": {"Bearer " + guarded.admin}}
+	gsend := func(method, path string, hdr http.Header, want int) {
+		t.Helper()
+		sendChecked(t, doc, guarded.srv.URL, method, path, "text/plain", figure, hdr, want)
+	}
+	gsend("GET", "/embed.js", nil, 401)
+	gsend("POST", "/api/render", nil, 401)
+	gsend("GET", "/api/render?src=x", nil, 401)
+	gsend("GET", "/api/render/"+strings.Repeat("0", 64)+".svg", nil, 401)
+	gsend("GET", "/embed.js", http.Header{"Authorization": bearer["Authorization"], "Origin": {"https://elsewhere.example"}}, 403)
+	gsend("POST", "/api/render?format=gif", bearer, 400)
+	gsend("POST", "/api/render?format=gif", bearer, 429)
+
 	doc.Covered(t, "/api/render")
 	doc.Covered(t, "/embed.js")
-	ts.waitIdle(t)
+}
+
+// sendChecked sends a request to the server at base, fails the test
+// unless its status is want, and checks the answer against the document.
+func sendChecked(t *testing.T, doc *openapitest.Doc, base, method, path, ctype string, body []byte, hdr http.Header, want int) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	o, ok := doc.Find(req)
+	if !ok {
+		t.Fatalf("%s %s: no operation of the document matches", method, path)
+	}
+	a := do(t, req)
+	if a.status != want {
+		t.Fatalf("%s %s = %d %.200s; want %d", method, path, a.status, a.body, want)
+	}
+	doc.Check(t, o, &http.Response{StatusCode: a.status, Header: a.header}, a.body)
+	return a
 }
