@@ -214,17 +214,12 @@ const defaultActionBatch = 500
 func listFilter(q url.Values) (jobs.Filter, error) {
 	jq := jobtype.JobQuery{Queue: q.Get("queue"), State: jobtype.State(q.Get("state")), Workflow: q.Get("workflow"),
 		Key: q.Get("key"), Tag: q.Get("tag"), Q: q.Get("q")}
-	for _, b := range []struct {
-		name string
-		to   **time.Time
-	}{{"from", &jq.From}, {"to", &jq.To}} {
-		if s := q.Get(b.name); s != "" {
-			t, err := time.Parse(time.RFC3339Nano, s)
-			if err != nil {
-				return jobs.Filter{}, &jobs.FieldError{Field: b.name, Msg: "must be an RFC 3339 time", Kind: jobs.ErrInvalid}
-			}
-			*b.to = &t
-		}
+	var err error
+	if jq.From, err = timeParam("from", q.Get("from")); err != nil {
+		return jobs.Filter{}, err
+	}
+	if jq.To, err = timeParam("to", q.Get("to")); err != nil {
+		return jobs.Filter{}, err
 	}
 	f, err := filterOf(jq, "")
 	if err != nil {
@@ -247,6 +242,18 @@ func listFilter(q url.Values) (jobs.Filter, error) {
 	}
 	f.After, err = cursor(q.Get("after"))
 	return f, err
+}
+
+// timeParam reads an RFC 3339 time of the query string; nil when empty.
+func timeParam(name, s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil, &jobs.FieldError{Field: name, Msg: "must be an RFC 3339 time", Kind: jobs.ErrInvalid}
+	}
+	return &t, nil
 }
 
 // filterOf is the engine's filter of a job query; field prefixes the

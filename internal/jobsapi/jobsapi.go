@@ -1,7 +1,8 @@
 // Package jobsapi serves the generic-jobs API under /v1 (docs/api.md):
 // queues, key limits, jobs, workflows, agents, stats and tokens, over the
 // engine of internal/jobs. Every request needs a bearer token whose role
-// allows it; every error is JSON naming the field at fault.
+// allows it, but that of the OpenAPI document (GET /v1/openapi.json,
+// openapi.json); every error is JSON naming the field at fault.
 package jobsapi
 
 import (
@@ -47,6 +48,7 @@ const (
 	permSubmit                   // enqueue, cancel, retry
 	permWork                     // lease, renew, complete, leave
 	permAdmin                    // queues, limits, tokens
+	permPublic                   // no token: the OpenAPI document
 )
 
 var permNames = map[permission]string{permRead: "read", permSubmit: "submit jobs", permWork: "take work as an agent", permAdmin: "administer"}
@@ -63,21 +65,18 @@ func (r permission) allowedTo(role tokens.Role) bool {
 	return false
 }
 
-// Handler returns the /v1 routes.
-func Handler(cfg Config) http.Handler {
-	if cfg.MaxBody <= 0 {
-		cfg.MaxBody = 32 << 20
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	a := &api{Config: cfg}
-	mux := http.NewServeMux()
-	routes := []struct {
-		pattern string
-		perm    permission
-		h       func(w http.ResponseWriter, r *http.Request) error
-	}{
+// route is one endpoint of /v1: its pattern, what it needs, its handler.
+type route struct {
+	pattern string
+	perm    permission
+	h       func(w http.ResponseWriter, r *http.Request) error
+}
+
+// routes is the table of /v1. Every route has an operation in the
+// OpenAPI document (openapi.json), and openapi_test.go fails when they
+// part.
+func (a *api) routes() []route {
+	return []route{
 		{"POST /v1/queues", permAdmin, a.createQueue},
 		{"GET /v1/queues", permRead, a.listQueues},
 		{"GET /v1/queues/{name}", permRead, a.getQueue},
@@ -113,8 +112,21 @@ func Handler(cfg Config) http.Handler {
 		{"GET /v1/cron/{name}", permRead, a.getCron},
 		{"PATCH /v1/cron/{name}", permAdmin, a.updateCron},
 		{"DELETE /v1/cron/{name}", permAdmin, a.deleteCron},
+		{"GET /v1/openapi.json", permPublic, a.openAPI},
 	}
-	for _, rt := range routes {
+}
+
+// Handler returns the /v1 routes.
+func Handler(cfg Config) http.Handler {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 32 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &api{Config: cfg}
+	mux := http.NewServeMux()
+	for _, rt := range a.routes() {
 		mux.Handle(rt.pattern, a.guard(rt.perm, rt.h))
 	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -129,6 +141,12 @@ type tokenKey struct{}
 // into a JSON answer.
 func (a *api) guard(perm permission, h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if perm == permPublic {
+			if err := h(w, r); err != nil {
+				a.fail(w, r, err)
+			}
+			return
+		}
 		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		tok, err := a.Tokens.Lookup(r.Context(), strings.TrimSpace(secret))
 		if !ok || errors.Is(err, tokens.ErrNotFound) {

@@ -32,6 +32,14 @@ const (
 	maxFieldBytes = 64
 )
 
+// queryParams are the query parameters GET /api/render takes, postParams
+// those of POST /api/render; any other is refused. The OpenAPI document
+// names the same (openapi_test.go).
+var (
+	queryParams = []string{"format", "src", "timeout"}
+	postParams  = []string{"format", "timeout"}
+)
+
 // MainName is the file name a single-file render's source gets.
 const MainName = "figure.asy"
 
@@ -91,7 +99,7 @@ func parseQuery(rawQuery string) (sandbox.Task, *apiError) {
 		return sandbox.Task{}, badRequest("malformed query string: %v", err)
 	}
 	for k, v := range q {
-		if !slices.Contains([]string{"format", "src", "timeout"}, k) {
+		if !slices.Contains(queryParams, k) {
 			return sandbox.Task{}, badRequest("unknown parameter %q: the parameters are format, src and timeout", k)
 		}
 		if len(v) > 1 {
@@ -130,7 +138,7 @@ func parsePost(r *http.Request, lim limits) (sandbox.Task, *apiError) {
 		return sandbox.Task{}, badRequest("malformed query string: give format and timeout only")
 	}
 	for k := range q {
-		if k != "format" && k != "timeout" {
+		if !slices.Contains(postParams, k) {
 			return sandbox.Task{}, badRequest("unknown parameter %q: POST takes format and timeout", k)
 		}
 	}

@@ -46,10 +46,17 @@ func New(srv *asyqueue.Server, sources Sources, reg prometheus.Registerer, logge
 		client: cfg.ClientAddress, logger: logger, hot: newHotResults(DefaultHotBytes), metrics: newMetrics(reg)}
 }
 
+// Mux is where Register adds the routes: an *http.ServeMux.
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+}
+
 // Register adds the render API's routes to mux. cors applies the
 // deployment's origin policy (and answers preflights); compute, on the
-// routes that may run asy, adds the per-client render rate to it.
-func (a *API) Register(mux *http.ServeMux, cors, compute func(http.Handler) http.Handler) {
+// routes that may run asy, adds the per-client render rate to it. Every
+// route but the CORS preflights has an operation in the OpenAPI document
+// (internal/jobsapi/openapi.json), which openapi_test.go checks.
+func (a *API) Register(mux Mux, cors, compute func(http.Handler) http.Handler) {
 	mux.Handle("POST /api/render", compute(a.metrics.count("post", a.post)))
 	mux.Handle("GET /api/render", compute(a.metrics.count("query", a.getQuery)))
 	mux.Handle("GET /api/render/{file}", cors(a.metrics.count("id", a.getByID)))
