@@ -4,6 +4,7 @@ short agent lease so that a lapsed lease is seen in about a second."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import secrets
@@ -80,6 +81,19 @@ class Server:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_shared: Optional[Server] = None
+
+
+def shared() -> Server:
+    """The server every test module uses, started on first use and
+    stopped when the test process exits (one start for the suite)."""
+    global _shared
+    if _shared is None:
+        _shared = Server()
+        atexit.register(_shared.stop)
+    return _shared
 
 
 def until(cond: Callable[[], Optional[T]], timeout: float, what: str) -> T:

@@ -9,25 +9,20 @@ from typing import List, Optional
 
 import httpx
 
-from server import Running, Server, until
-from usher_client import Client, UsherError, Worker, job_spec
+from server import Running, Server, shared, until
+from usher_client import FINAL_STATES, Client, Job, UsherError, Worker, job_spec
 
 server: Optional[Server] = None
 
 
 def setUpModule() -> None:
     global server
-    server = Server()
+    server = shared()
 
 
-def tearDownModule() -> None:
-    if server is not None:
-        server.stop()
-
-
-def admin(**kw: object) -> Client:
+def admin_token() -> str:
     assert server is not None
-    return Client(server.url, server.admin_token, **kw)  # type: ignore[arg-type]
+    return server.admin_token
 
 
 class CountingTransport(httpx.HTTPTransport):
@@ -67,9 +62,10 @@ class ClientTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.c = admin()
+        assert server is not None
+        cls.c = Client(server.url, server.admin_token)
         # Jobs are submitted with a client token, as a program would.
-        cls.user = Client(server.url, cls.c.create_token("pytest-client", "client")["token"])  # type: ignore[union-attr]
+        cls.user = Client(server.url, cls.c.create_token("pytest-client", "client")["token"])
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -123,7 +119,7 @@ class ClientTest(unittest.TestCase):
     def test_bulk_is_one_request_all_or_none(self) -> None:
         self.c.create_queue("bulk")
         counting = CountingTransport()
-        with Client(self.c.base_url, self.c_token(), transport=counting) as c:
+        with Client(self.c.base_url, admin_token(), transport=counting) as c:
             ans = c.enqueue_many([job_spec("bulk", i) for i in range(200)])
         self.assertEqual(counting.requests, ["POST /v1/jobs"])
         self.assertEqual(len(ans["ids"]), 200)
@@ -134,10 +130,6 @@ class ClientTest(unittest.TestCase):
             self.user.enqueue_many([job_spec("bulk", "fine"), job_spec("nowhere", "bad")])
         self.assertEqual((e.exception.status, e.exception.field), (400, "jobs[1].queue"))
         self.assertEqual(len(list(self.user.iter_jobs(queue="bulk", limit=1000))), 200, "nothing was created")
-
-    def c_token(self) -> str:
-        assert server is not None
-        return server.admin_token
 
     def test_scheduled(self) -> None:
         self.c.create_queue("later")
@@ -192,7 +184,7 @@ class ClientTest(unittest.TestCase):
     def test_enqueue_tries_again_with_the_same_key_after_a_lost_answer(self) -> None:
         self.c.create_queue("lost")
         lose = LoseFirstAnswer()
-        with Client(self.c.base_url, self.c_token(), transport=lose) as c:
+        with Client(self.c.base_url, admin_token(), transport=lose) as c:
             ans = c.enqueue_many([job_spec("lost", 1), job_spec("lost", 2)])
         self.assertEqual(len(lose.keys), 2)
         self.assertEqual(lose.keys[0], lose.keys[1], "the second try carries the first's key")
@@ -252,9 +244,9 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(sorted(e.exception.cycle or []), ["x", "y"])
 
 
-def finished(c: Client, job_id: str) -> Optional[dict]:
+def finished(c: Client, job_id: str) -> Optional[Job]:
     job = c.job(job_id)
-    return job if job["state"] in ("succeeded", "failed", "cancelled") else None  # type: ignore[return-value]
+    return job if job["state"] in FINAL_STATES else None
 
 
 def parse(s: str) -> dt.datetime:

@@ -13,8 +13,8 @@ import time
 import unittest
 from typing import Any, Dict, List, Optional
 
-from server import Running, Server, until
-from usher_client import CancelJob, Client, EndCause, Job, RunningJob, Snooze, Worker
+from server import Running, Server, shared, until
+from usher_client import CancelJob, Client, EndCause, Job, RetryPolicy, RunningJob, Snooze, Worker
 
 server: Optional[Server] = None
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,15 +22,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def setUpModule() -> None:
     global server
-    server = Server()
+    server = shared()
 
 
-def tearDownModule() -> None:
-    if server is not None:
-        server.stop()
-
-
-FAST_RETRY = {"maxAttempts": 2, "backoff": {"policy": "constant", "baseMs": 10}}
+FAST_RETRY: RetryPolicy = {"maxAttempts": 2, "backoff": {"policy": "constant", "baseMs": 10}}
 
 
 class Boom(Exception):
@@ -90,8 +85,8 @@ class WorkerTest(unittest.TestCase):
             slow = self.admin.enqueue("double", "progress")
             doubles = [self.admin.enqueue("double", n) for n in range(3)]
             flakies = [self.admin.enqueue("flaky", n) for n in range(3)]
-            job = until(lambda: self.admin.job(slow).get("progress"), 10, "the progress report")
-            self.assertEqual(job, {"value": 0.5, "message": "half way"})
+            progress = until(lambda: self.admin.job(slow).get("progress"), 10, "the progress report")
+            self.assertEqual(progress, {"value": 0.5, "message": "half way"})
             self.assertEqual(self.admin.job(slow)["state"], "running")
             progress_seen.set()
             for n, job_id in enumerate(doubles):

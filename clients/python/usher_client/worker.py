@@ -254,6 +254,18 @@ def _exit_code(exc: BaseException) -> int:
     return 1
 
 
+def _result_problem(value: Any) -> str:
+    """Why the server would refuse value as a job's result ("" when it
+    would not): not JSON, or over MAX_RESULT bytes."""
+    try:
+        size = len(json.dumps(value, allow_nan=False).encode())
+    except (TypeError, ValueError) as e:
+        return f"the job's result is not JSON: {e}"
+    if size > MAX_RESULT:
+        return f"the job's result of {size} bytes is over the limit of {MAX_RESULT}"
+    return ""
+
+
 def _error_text(exc: BaseException, cause_text: str) -> str:
     """A failure's text: the exception, led by the reason the job's time
     ended when it did."""
@@ -540,26 +552,23 @@ class Worker:
             has_value = False
         elif isinstance(exc, Snooze):
             res["snoozeMs"] = exc.ms
-        elif isinstance(exc, CancelJob):
-            res.update(cancel=True, exitCode=_exit_code(exc), error=_error_text(exc, cause_text))
         elif exc is not None:
-            res.update(exitCode=_exit_code(exc), error=_error_text(exc, cause_text))
-            if not isinstance(exc, JobEnded):
+            res["exitCode"] = _exit_code(exc)
+            res["error"] = _error_text(exc, cause_text)
+            if isinstance(exc, CancelJob):
+                res["cancel"] = True
+            elif not isinstance(exc, JobEnded):
                 output += task.tb
         if has_value:
-            try:
-                encoded = json.dumps(value, allow_nan=False)
-            except (TypeError, ValueError) as e:
-                res.update(exitCode=res["exitCode"] or 1, error=f"the job's result is not JSON: {e}")
+            problem = _result_problem(value)
+            if problem:
+                # A result the server would refuse fails the job instead
+                # (a refused report would lose the whole batch).
+                res.pop("snoozeMs", None)
+                res["exitCode"] = res["exitCode"] or 1
+                res["error"] = problem
             else:
-                if len(encoded.encode()) > MAX_RESULT:
-                    res.update(exitCode=res["exitCode"] or 1,
-                               error=f"the job's result of {len(encoded.encode())} bytes is over "
-                                     f"the limit of {MAX_RESULT}")
-                else:
-                    res["result"] = value
-            if "error" in res and res.get("snoozeMs"):
-                del res["snoozeMs"]  # a bad result fails the job rather than snoozing it
+                res["result"] = value
         if output:
             res["output"] = output[-_MAX_OUTPUT:]
         return res
