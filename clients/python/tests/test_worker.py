@@ -167,6 +167,44 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(causes, {"time out": EndCause.TIMEOUT, "cancel me": EndCause.STOPPED})
         self.assertEqual(self.admin.job(stopped)["state"], "cancelled")
 
+    def test_strict_start_confirmations_let_the_next_job_out(self) -> None:
+        self.admin.create_queue("in-order", order="strict", strict_start=True)
+        entered: List[str] = []
+        release = threading.Event()
+
+        def hold(job: RunningJob) -> Any:
+            entered.append(job.payload)
+            release.wait(10)
+            return job.payload
+
+        with Running(self.worker({"in-order": hold}, "pytest-strict", concurrency=2)):
+            ids = [self.admin.enqueue("in-order", p) for p in ("first", "second")]
+            # The second job goes out only once the first one's start was
+            # confirmed; both then run at once.
+            until(lambda: entered == ["first", "second"], 10, "both jobs of the strict-start queue to run")
+            release.set()
+            self.assertEqual([self.finished(i)["result"] for i in ids], ["first", "second"])
+
+    def test_abort_ends_the_running_jobs(self) -> None:
+        self.admin.create_queue("aborted")
+        started = threading.Event()
+
+        def until_ended(job: RunningJob) -> Any:
+            started.set()
+            job.wait(20)
+            job.check()
+
+        r = Running(self.worker({"aborted": until_ended}, "pytest-abort"))
+        with r:
+            job_id = self.admin.enqueue("aborted", None)
+            self.assertTrue(started.wait(10))
+            r.worker.abort()
+            r.thread.join(10)
+            self.assertFalse(r.thread.is_alive())
+        job = self.admin.job(job_id)
+        self.assertEqual((job["state"], job["error"]), ("failed", "worker aborted"))
+        self.assertNotIn("pytest-abort", self.agents())
+
     def test_graceful_stop_finishes_running_jobs_then_leaves(self) -> None:
         self.admin.create_queue("graceful")
         started = threading.Event()

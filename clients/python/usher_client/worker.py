@@ -296,7 +296,8 @@ class Worker:
     :meth:`run` serves until :meth:`stop` (a graceful stop: running jobs
     finish and are reported, then the agent leaves) or :meth:`abort`
     (running jobs' time ends at once). A KeyboardInterrupt in run() stops
-    gracefully; a second one aborts.
+    gracefully; a second one aborts. A Worker runs once; stop() before
+    run() makes run() stop at once.
     """
 
     def __init__(self, client: Client, handlers: Optional[Mapping[str, Handler]] = None, *,
@@ -318,6 +319,7 @@ class Worker:
         self._cond = threading.Condition()  # guards everything below
         self._held: Dict[Tuple[str, int], None] = {}  # leased, not yet reported
         self._running: Dict[Tuple[str, int], _Task] = {}
+        self._ran = False
         self._stopping = False
         self._aborted = False
         self._left = False
@@ -363,6 +365,10 @@ class Worker:
         token, role or request: 400, 401, 403)."""
         if not self.handlers and self.default is None:
             raise ValueError("worker: no handlers")
+        with self._cond:
+            if self._ran:
+                raise RuntimeError("worker: run() was called before; make a new Worker")
+            self._ran = True
         completer = threading.Thread(target=self._completer, name="usher-completer", daemon=True)
         renewer = threading.Thread(target=self._renewer, name="usher-renewer", daemon=True)
         fetcher = threading.Thread(target=self._fetch, name="usher-fetch", daemon=True)
