@@ -26,8 +26,6 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import httpx
-
 from .client import Client, Duration, backoff, millis, seconds
 from .errors import UsherError, retryable
 from .types import JobRef, LeasedJob, RenewAnswer, Result
@@ -412,7 +410,7 @@ class Worker:
     def _leave(self) -> None:
         try:
             self.client.leave(self.agent)
-        except (UsherError, httpx.TransportError) as e:
+        except Exception as e:
             if not (isinstance(e, UsherError) and e.status == 404):
                 self.log.warning("worker %s: leaving failed: %s", self.agent, e)
                 return
@@ -466,7 +464,7 @@ class Worker:
                     ans = self.client.lease(self.agent, slots=self.slots, max_jobs=free,
                                             capabilities=self.capabilities, queues=self._queues(),
                                             holding=holding, wait=self.wait)
-                except (UsherError, httpx.TransportError) as e:
+                except Exception as e:  # a transport error, a refusal, an answer that is not JSON
                     if isinstance(e, UsherError) and e.status in (400, 401, 403):
                         self.log.error("worker %s: the server refused the lease: %s", self.agent, e)
                         self._fatal = e
@@ -516,15 +514,29 @@ class Worker:
                          daemon=True).start()
 
     def _execute(self, task: _Task) -> None:
-        """Runs a job's handler in a thread of its own and hands its result
-        to the completer. A handler that does not return within grace after
+        """Runs a job and hands its result to the completer, whatever
+        happens: a slot is freed only by a report."""
+        res: Result = {"id": task.ref[0], "attempt": task.ref[1], "exitCode": 1}
+        try:
+            res = self._run_task(task)
+        except Exception as e:  # a bug here must not keep the slot forever
+            self.log.exception("worker %s: running job %s failed", self.agent, task.ref[0])
+            res["error"] = f"worker {self.agent}: {type(e).__name__}: {e}"
+        finally:
+            with self._cond:
+                self._running.pop(task.ref, None)
+            task.end(EndCause.STOPPED)  # wakes a handler still waiting on job.wait()
+            self._results.put(res)
+
+    def _run_task(self, task: _Task) -> Result:
+        """Runs a job's handler in a thread of its own and returns the
+        job's result. A handler that does not return within grace after
         the job's time ended is abandoned and its job reported failed."""
         queue_name = task.leased.get("queue", "")
         handler = self.handlers.get(queue_name) or self.default
         if handler is None:
-            self._results.put({"id": task.ref[0], "attempt": task.ref[1], "exitCode": 1,
-                               "error": f"agent {self.agent} has no handler for queue {queue_name!r}"})
-            return
+            return {"id": task.ref[0], "attempt": task.ref[1], "exitCode": 1,
+                    "error": f"agent {self.agent} has no handler for queue {queue_name!r}"}
         with self._cond:
             self._running[task.ref] = task
         job = RunningJob(task)
@@ -536,11 +548,7 @@ class Worker:
         if abandoned:
             self.log.error("worker %s: the handler of job %s did not return within %gs after %s; "
                            "abandoning it", self.agent, task.ref[0], self.grace, task.cause_text)
-        res = self._result(task, abandoned)
-        with self._cond:
-            self._running.pop(task.ref, None)
-        task.end(EndCause.STOPPED)  # wakes a handler still waiting on job.wait()
-        self._results.put(res)
+        return self._result(task, abandoned)
 
     def _result(self, task: _Task, abandoned: bool) -> Result:
         """Turns a handler's outcome into the job's result."""
@@ -585,7 +593,7 @@ class Worker:
             try:
                 self.client.started(self.agent, task.ref[0], task.ref[1])
                 return
-            except (UsherError, httpx.TransportError) as e:
+            except Exception as e:
                 if task.cause is not None:
                     return
                 if not retryable(e) or fails >= 5:
@@ -627,7 +635,7 @@ class Worker:
                 try:
                     self.client.complete(self.agent, batch, timeout=30.0)
                     return
-                except (UsherError, httpx.TransportError) as e:
+                except Exception as e:  # retryable() says which may succeed again
                     if not retryable(e) or self._aborted:
                         self.log.error("worker %s: reporting %d results failed; they are lost: %s",
                                        self.agent, len(batch), e)
@@ -681,7 +689,7 @@ class Worker:
                 return True
             self.log.warning("worker %s: renewing the lease failed: %s", self.agent, e)
             return False
-        except httpx.TransportError as e:
+        except Exception as e:  # a transport error, or an answer that is not JSON
             self.log.warning("worker %s: renewing the lease failed: %s", self.agent, e)
             return False
         self._set_lease(ans.get("leaseMs"))
