@@ -188,13 +188,27 @@ class Client:
 
     # --- jobs ------------------------------------------------------------
 
-    def enqueue(self, queue: str, payload: Any = _MISSING, **options: Any) -> str:
-        """Submits one job and returns its id. ``options`` are those of
+    def enqueue(self, queue: str, payload: Any = _MISSING, *, tier: Optional[str] = None,
+                timeout: Optional[Duration] = None, priority: Optional[int] = None,
+                keys: Optional[Sequence[str]] = None, group: Optional[str] = None,
+                mode: Optional[str] = None, after: Optional[Sequence[str]] = None,
+                run_after_failure: bool = False, retry: Optional[RetryPolicy] = None,
+                backoff: Optional[Backoff] = None, run_at: Optional[Time] = None,
+                delay: Optional[Duration] = None, deadline: Optional[Time] = None,
+                idempotency_key: Optional[str] = None, unique: Optional[UniqueOpts] = None,
+                tags: Optional[Sequence[str]] = None,
+                metadata: Optional[Mapping[str, Any]] = None) -> str:
+        """Submits one job and returns its id; the arguments are those of
         :func:`job_spec` (``delay=60``, ``run_at=…``,
         ``idempotency_key="order-17"``, ``tags=[…]``, …). A job that
         existed already (its idempotency key, or a unique job alike) gives
         that job's id; :meth:`enqueue_many` tells them apart."""
-        return self.enqueue_many([job_spec(queue, payload, **options)])["ids"][0]
+        spec = job_spec(queue, payload, tier=tier, timeout=timeout, priority=priority, keys=keys,
+                        group=group, mode=mode, after=after, run_after_failure=run_after_failure,
+                        retry=retry, backoff=backoff, run_at=run_at, delay=delay,
+                        deadline=deadline, idempotency_key=idempotency_key, unique=unique,
+                        tags=tags, metadata=metadata)
+        return self.enqueue_many([spec])["ids"][0]
 
     def enqueue_many(self, jobs: Sequence[JobSpec], *, request_key: Optional[str] = None) -> EnqueueAnswer:
         """Submits jobs in one request, all or none, and returns their ids
