@@ -4,7 +4,7 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO ?= go
 BIN := bin/usher
 
-.PHONY: all deps build serve test vet lint unit bench benchsmoke bench-jobs fuzz clean web webcheck webtest image imagetest
+.PHONY: all deps build serve test vet lint unit bench benchsmoke bench-jobs fuzz clean web webcheck webtest pyclient image imagetest
 
 all: build
 
@@ -38,11 +38,12 @@ unit:
 
 # vet and lint side by side, then the Go tests, then the browser scenarios
 # beside the bench programs' smoke runs (the browser waits more than it
-# computes).
+# computes); the Python client's suite (about 20 s) takes the slot of
+# whichever of the two ends first.
 test: deps
 	$(MAKE) --no-print-directory -j2 --output-sync=target vet lint
 	$(MAKE) --no-print-directory unit webcheck
-	$(MAKE) --no-print-directory -j2 --output-sync=target webtest benchsmoke
+	$(MAKE) --no-print-directory -j2 --output-sync=target webtest benchsmoke pyclient
 
 # The browser front end: web/ bundled by esbuild into internal/webapp/dist,
 # which the binary embeds.
@@ -59,6 +60,12 @@ webcheck: deps
 # Browser scenarios in Debian's chromium against a real usher serve.
 webtest: build
 	@bash scripts/webtest.sh
+
+# The Python client (clients/python) against a real usher serve, in
+# Debian's python3 with Debian's python3-httpx (scripts/deps.sh).
+PYTHON ?= /usr/bin/python3
+pyclient: build
+	cd clients/python && $(PYTHON) -m unittest discover -s tests -t tests
 
 # The container image (Dockerfile, docs/deploy.md). GO_IMAGE and
 # DEBIAN_IMAGE replace the Dockerfile's base images; IMAGE_FLAGS adds

@@ -36,6 +36,9 @@ packages=(
   # ... and riverqueue/river on a PostgreSQL cluster it creates with
   # initdb (it starts no Debian service).
   postgresql
+  # The Python client (clients/python) and its tests, in Debian's python3.
+  python3
+  python3-httpx
   # The reverse-proxy test runs nginx, with the configuration the docs
   # print (docs/nginx-usher.conf), in front of usher serve.
   nginx
