@@ -31,6 +31,8 @@ type run struct {
 	results   chan Result   // finished jobs, to the completer
 	freed     chan struct{} // a slot became free (capacity 1)
 	leaseMs   atomic.Int64
+	// leaseChanged wakes the renewer when leaseMs changes (capacity 1).
+	leaseChanged chan struct{}
 	// lastActive is when the worker last had work (unix ns), for
 	// Worker.ExitWhenIdle.
 	lastActive atomic.Int64
@@ -134,9 +136,7 @@ func (r *run) fetch(ctx context.Context) error {
 			continue
 		}
 		fails = 0
-		if ans.LeaseMs > 0 {
-			r.leaseMs.Store(ans.LeaseMs)
-		}
+		r.setLease(ans.LeaseMs)
 		for i := range ans.Jobs {
 			r.start(ans.Jobs[i])
 		}
@@ -501,6 +501,9 @@ func (r *run) renewer(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			t.Stop()
 			return
+		case <-r.leaseChanged: // the server's lease is not the one the wait was made for
+			t.Stop()
+			continue
 		case <-t.C:
 		}
 		if r.count() == 0 {
@@ -512,6 +515,20 @@ func (r *run) renewer(stop <-chan struct{}, done chan<- struct{}) {
 		} else {
 			fails++
 		}
+	}
+}
+
+// setLease records the lease length the server granted (0: none given)
+// and wakes the renewer when it changed, so that its wait follows it: a
+// lease shorter than the default would otherwise lapse before the first
+// renewal.
+func (r *run) setLease(ms int64) {
+	if ms <= 0 || r.leaseMs.Swap(ms) == ms {
+		return
+	}
+	select {
+	case r.leaseChanged <- struct{}{}:
+	default:
 	}
 }
 
@@ -536,9 +553,7 @@ func (r *run) renew() bool {
 		r.log.Warn("worker: renewing the lease failed", "err", err)
 		return false
 	}
-	if ans.LeaseMs > 0 {
-		r.leaseMs.Store(ans.LeaseMs)
-	}
+	r.setLease(ans.LeaseMs)
 	r.apply(ans)
 	return true
 }

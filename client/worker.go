@@ -176,6 +176,7 @@ func (w *Worker) newRun() (*run, error) {
 	r.results = make(chan Result, r.slots)
 	r.freed = make(chan struct{}, 1)
 	r.leaseMs.Store(30000)
+	r.leaseChanged = make(chan struct{}, 1)
 	r.active()
 	return r, nil
 }

@@ -464,3 +464,27 @@ func TestWorkerRecoversJobOfALostAnswer(t *testing.T) {
 		t.Fatalf("job = %+v; want it run by the worker at attempt 1", j)
 	}
 }
+
+// A lease shorter than the worker's first guess (30 s) is renewed in
+// time: a job that runs for several of the server's 600 ms leases is not
+// lost.
+func TestShortLeaseIsRenewedFromTheStart(t *testing.T) {
+	srv := jobsapitest.StartWith(t, jobsapitest.Options{LeaseTTL: 600 * time.Millisecond})
+	c := client.New(srv.URL, srv.AdminToken)
+	if _, err := c.CreateQueue(t.Context(), client.QueueSpec{Name: "q", Retry: &client.RetryPolicy{MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, c, client.JobSpec{Queue: "q"})[0]
+	runWorker(t, &client.Worker{Client: c, Handlers: map[string]client.Handler{
+		"q": func(ctx context.Context, job *client.LeasedJob) (string, error) {
+			select {
+			case <-time.After(2 * time.Second):
+				return "done", nil
+			case <-ctx.Done():
+				return "", context.Cause(ctx)
+			}
+		}}})
+	if j := waitJob(t, c, id, finished); j.State != client.StateSucceeded || j.Attempt != 1 {
+		t.Fatalf("job = %s at attempt %d (%s); want succeeded at the first attempt", j.State, j.Attempt, j.Error)
+	}
+}

@@ -93,6 +93,28 @@ class ClientTest(unittest.TestCase):
         retried = self.user.retry(ids[0])
         self.assertEqual(retried["state"], "queued")
 
+    def test_tags_search_and_bulk_actions(self) -> None:
+        self.c.create_queue("find")
+        ids = [self.user.enqueue("find", i, tags=["nightly", f"n{i}"], metadata={"owner": "py"}) for i in range(5)]
+        job = self.user.job(ids[0])
+        self.assertEqual((job["tags"], job["metadata"]), (["nightly", "n0"], {"owner": "py"}))
+        newest = [j["id"] for j in self.user.iter_jobs(tag="nightly", order="desc", limit=2)]
+        self.assertEqual(newest, ids[::-1], "newest first, page after page")
+        self.assertEqual([j["id"] for j in self.user.iter_jobs(q="n3")], [ids[3]])
+        self.assertEqual([j["id"] for j in self.user.iter_jobs(q="%")], [], "search text is data, not a pattern")
+
+        seen: List[int] = []
+        total = self.user.act_on_all("cancel", queue="find", tag="nightly", batch=2,
+                                     progress=lambda t: seen.append(t["changed"]))
+        self.assertEqual((total["matched"], total["changed"], total["errors"]), (5, 5, []))
+        self.assertEqual(seen, [2, 4, 5], "progress after each batch")
+        ans = self.user.act("retry", [ids[0], "999999999"])
+        self.assertEqual((ans["changed"], [e["id"] for e in ans["errors"]]), (1, ["999999999"]))
+        self.user.delete(ids[1])
+        with self.assertRaises(UsherError) as e:
+            self.user.job(ids[1])
+        self.assertEqual(e.exception.status, 404)
+
     def test_errors_carry_status_text_and_field(self) -> None:
         with self.assertRaises(UsherError) as e:
             self.user.job("999999999")

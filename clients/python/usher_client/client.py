@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from .errors import UsherError, retryable
-from .types import (Ack, Backoff, EnqueueAnswer, Job, JobPage, JobRef, JobSpec, KeyLimit,
+from .types import (Ack, ActionAnswer, Backoff, EnqueueAnswer, Job, JobPage, JobRef, JobSpec, KeyLimit,
                     LeaseAnswer, Queue, RenewAnswer, Result, RetryPolicy, Stats,
                     SubmittedWorkflow, Token, UniqueOpts, Workflow, WorkflowEdge)
 
@@ -280,7 +280,7 @@ class Client:
             got = page.get("jobs") or []
             yield from got
             nxt = page.get("next")
-            if not nxt or not got:
+            if not nxt:  # a short page, even an empty one, may have a next
                 return
             filters["after"] = nxt
 
@@ -298,6 +298,45 @@ class Client:
         """Makes a scheduled job, or one waiting out a retry's backoff,
         ready now (409 for a job in any other state)."""
         return cast(Job, self._call("POST", f"/v1/jobs/{self._seg(job_id)}/run"))
+
+    def delete(self, job_id: str) -> None:
+        """Deletes a job: a finished one, or a waiting one after cancelling
+        it (409 for a running job)."""
+        self._call("DELETE", f"/v1/jobs/{self._seg(job_id)}")
+
+    def act(self, action: str, ids: Sequence[str]) -> ActionAnswer:
+        """Applies a bulk action (``retry``, ``cancel``, ``run`` or
+        ``delete``) to the jobs of ``ids`` (at most 1000)."""
+        return cast(ActionAnswer, self._call("POST", "/v1/jobs/actions", {"action": action, "ids": list(ids)}))
+
+    def act_on_all(self, action: str, *, batch: int = 500,
+                   progress: Optional[Any] = None, **filters: Any) -> ActionAnswer:
+        """Applies a bulk action to every job the filters select (``queue``,
+        ``state``, ``workflow``, ``key``, ``tag``, ``q``, ``from_``,
+        ``to``), ``batch`` jobs a request, following the server's cursor;
+        ``progress``, if given, is called with the running totals after each
+        batch. Returns the totals."""
+        flt: Dict[str, Any] = {}
+        for k, v in filters.items():
+            if v is None:
+                continue
+            if k in ("from_", "to"):
+                flt["from" if k == "from_" else "to"] = rfc3339(v)
+            else:
+                flt[k] = v
+        total: ActionAnswer = {"matched": 0, "changed": 0, "errors": []}
+        after = ""
+        while True:
+            ans = cast(ActionAnswer, self._call("POST", "/v1/jobs/actions",
+                                                {"action": action, "filter": flt, "after": after, "limit": batch}))
+            total["matched"] += ans.get("matched", 0)
+            total["changed"] += ans.get("changed", 0)
+            total["errors"] += ans.get("errors") or []
+            if progress is not None:
+                progress(total)
+            after = ans.get("next", "")
+            if not after:
+                return total
 
     # --- workflows -------------------------------------------------------
 

@@ -73,6 +73,7 @@ class JobSpec(_JobSpecBase, total=False):
     unique: UniqueOpts
     tags: List[str]
     metadata: Dict[str, Any]
+    traceparent: str
     # Only within a workflow: the job's name there.
     name: str
 
@@ -101,6 +102,31 @@ class Job(JobSpec, total=False):
     error: str
     progress: Progress
     result: Any
+    attempts: List["Attempt"]
+
+
+class Attempt(TypedDict, total=False):
+    """An earlier attempt of a job that ended without success (in
+    ``Client.job``'s answer only)."""
+
+    attempt: int
+    agent: str
+    startedAt: str
+    endedAt: str
+    exitCode: int
+    error: str
+    output: str
+
+
+class ActionAnswer(TypedDict, total=False):
+    """What a bulk action did: the jobs it met and changed, why the others
+    were not (``errors``: ``{"id", "error"}``), and the cursor of the next
+    batch (absent once a filter is covered)."""
+
+    matched: int
+    changed: int
+    errors: List[Dict[str, str]]
+    next: str
 
 
 class JobPage(TypedDict, total=False):
