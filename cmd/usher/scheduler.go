@@ -99,7 +99,9 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	defer rdb.Close()
 	reg := prometheus.NewRegistry()
-	jobsRole, ln, err := o.jobsRole(ctx, rdb, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
+	obs := jobsapi.NewObserver()
+	reg.MustRegister(obs) // its series stay at their totals while this node stands by
+	jobsRole, ln, err := o.jobsRole(ctx, rdb, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), obs, log)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
@@ -150,7 +152,7 @@ func registerSchedulerMetrics(reg *prometheus.Registry, s *scheduler.Scheduler, 
 
 // jobsRole opens the listener of /v1 and the role that serves it while
 // this node leads; metrics answers /metrics there.
-func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, metrics http.Handler, log *slog.Logger) (*jobsrole.Role, net.Listener, error) {
+func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, metrics http.Handler, obs jobs.Observer, log *slog.Logger) (*jobsrole.Role, net.Listener, error) {
 	tiers, err := jobs.ParseTiers(o.jobTiers)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--job-tiers: %w", err)
@@ -171,6 +173,7 @@ func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClie
 		Client: rdb, Keys: redisq.NewKeys(o.prefix), Listener: ln, Advertise: "http://" + advertise,
 		Tiers: tiers, LeaseTTL: o.agentLease, KeyRetention: o.keyRetention, MaxBody: int64(o.maxBody),
 		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log, Metrics: metrics,
+		Observer: obs,
 	})
 	if err != nil {
 		ln.Close()

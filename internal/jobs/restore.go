@@ -77,6 +77,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 			timeoutMs: sp.TimeoutMs, after: after, workflow: r.Workflow, runAt: runAt})
 		if r.Attempt > 0 || runAt.IsZero() {
 			e.live[cs.ID].retryAt = r.ReadyAt
+			e.readied(e.live[cs.ID], r.ReadyAt)
 		}
 		e.addUniqueLocked(e.live[cs.ID], specUniqueKey(&sp, r.CreatedAt))
 		if r.Running {

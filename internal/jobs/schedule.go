@@ -123,6 +123,7 @@ func (e *Engine) RunNow(ctx context.Context, id string) (jobtype.Job, error) {
 		}
 		now := e.cfg.Now()
 		j.runAt, j.retryAt = time.Time{}, time.Time{}
+		e.readied(j, now)
 		e.emit(Op{Kind: OpRequeue, ID: j.n, At: now})
 		return nil
 	})

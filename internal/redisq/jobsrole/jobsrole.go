@@ -53,6 +53,9 @@ type Config struct {
 	// Metrics, when set, answers GET /metrics on the listener, whether
 	// this node leads or stands by (docs/operations.md).
 	Metrics http.Handler
+	// Observer, when set, learns of the attempts of every term's engine
+	// (jobs.Config.Observer).
+	Observer jobs.Observer
 }
 
 // Role serves /v1 while its node leads.
@@ -166,7 +169,8 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 func (r *Role) open(ctx context.Context, store *redisjobs.Store, log *slog.Logger) (*jobs.Engine, error) {
 	wait := 50 * time.Millisecond
 	for {
-		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, KeyRetention: r.cfg.KeyRetention, Logger: log})
+		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, KeyRetention: r.cfg.KeyRetention, Logger: log,
+			Observer: r.cfg.Observer})
 		if err == nil || errors.Is(err, redisjobs.ErrFenced) || ctx.Err() != nil {
 			return engine, err
 		}
