@@ -2,9 +2,12 @@ package jobsapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -360,5 +363,63 @@ func TestKeyGaugesAreCapped(t *testing.T) {
 	other, _ := m.gauge("usher_jobs_key_running", "key", "other")
 	if want := float64(len(specs)-3-2) - float64(jobsapi.MaxKeySeries-2); other != want {
 		t.Fatalf(`key="other" sums %g running; want %g`, other, want)
+	}
+}
+
+// The Grafana dashboard in docs reads only metrics that the Observer and
+// the Collector export, and its expressions' brackets balance.
+func TestGrafanaDashboardReadsExportedMetrics(t *testing.T) {
+	data, err := os.ReadFile("../../docs/grafana-jobs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("docs/grafana-jobs.json: %v", err)
+	}
+	m := openMetricsEngine(t)
+	m.queue(jobtype.Queue{Name: "q", Active: true})
+	if _, err := m.e.SetKeyLimit(context.Background(), jobtype.KeyLimit{Pattern: "k", Limit: 1, Rate: "1/s"}); err != nil {
+		t.Fatal(err)
+	}
+	id := m.enqueue(jobtype.JobSpec{Queue: "q", Keys: []string{"k"}})[0]
+	m.lease(1, id)
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, f := range fams {
+		exported[f.GetName()] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				exported[f.GetName()+suffix] = true
+			}
+		}
+	}
+	name := regexp.MustCompile(`usher_[a-z_]+`)
+	exprs := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs++
+			for _, n := range name.FindAllString(tg.Expr, -1) {
+				if !exported[n] {
+					t.Errorf("panel %q reads %s, which is not exported", p.Title, n)
+				}
+			}
+			for _, pair := range []string{"()", "{}", "[]"} {
+				if strings.Count(tg.Expr, pair[:1]) != strings.Count(tg.Expr, pair[1:]) {
+					t.Errorf("panel %q: unbalanced %s in %s", p.Title, pair, tg.Expr)
+				}
+			}
+		}
+	}
+	if exprs < 10 {
+		t.Fatalf("the dashboard has %d expressions", exprs)
 	}
 }
