@@ -241,6 +241,47 @@ func TestObserverHistogramsAndOutcomesPerQueue(t *testing.T) {
 	}
 }
 
+// An attempt the server ends past its time limit and grace counts as
+// failed (no retries left), with its run time up to that end, and in
+// /v1/stats as timedOut.
+func TestObserverCountsTimeLimitEnding(t *testing.T) {
+	m := openMetricsEngine(t)
+	m.queue(jobtype.Queue{Name: "t", Active: true})
+	id := m.enqueue(jobtype.JobSpec{Queue: "t", TimeoutMs: 1000})[0]
+	m.lease(1, id)
+	m.advance(10 * time.Second) // past 1 s and the 5 s grace
+	if n, sum := m.histogram("usher_jobs_run_seconds", "t"); n != 1 || !near(sum, 10) {
+		t.Fatalf("run time of t: %d observations summing to %gs; want 1 of 10s", n, sum)
+	}
+	if got := m.outcomes("t", "failed"); got != 1 {
+		t.Fatalf("failed outcomes of t: %g; want 1", got)
+	}
+	if st := m.e.Stats().Counters; st.TimedOut != 1 || st.Failed != 1 {
+		t.Fatalf("/v1/stats counters: timedOut %d, failed %d; want 1, 1", st.TimedOut, st.Failed)
+	}
+}
+
+// outcomes reads the outcome counter of a queue.
+func (m *metricsEngine) outcomes(queue, outcome string) float64 {
+	m.t.Helper()
+	fams, err := m.reg.Gather()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "usher_jobs_outcomes_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			if label(s, "queue") == queue && label(s, "outcome") == outcome {
+				return s.GetCounter().GetValue()
+			}
+		}
+	}
+	m.t.Fatalf("no usher_jobs_outcomes_total{queue=%q,outcome=%q}", queue, outcome)
+	return 0
+}
+
 // A job of a workflow waits from when its dependency is done, not from
 // its enqueue.
 func TestObserverWaitOfDependantCountsFromItsDependency(t *testing.T) {
