@@ -66,4 +66,11 @@ type Counters struct {
 	Cancelled     int64 `json:"cancelled"`
 	Downgrades    int64 `json:"downgrades"`
 	LeaseExpiries int64 `json:"leaseExpiries"`
+	// Snoozed counts attempts their handler snoozed; TimedOut attempts
+	// the server ended past their time limit and grace (each also counts
+	// as retried or failed); Expired jobs discarded at their deadline
+	// (also in Cancelled).
+	Snoozed  int64 `json:"snoozed"`
+	TimedOut int64 `json:"timedOut"`
+	Expired  int64 `json:"expired"`
 }

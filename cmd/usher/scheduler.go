@@ -106,7 +106,9 @@ func (o *schedulerOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	defer stopTracing()
 	reg := prometheus.NewRegistry()
-	jobsRole, ln, err := o.jobsRole(ctx, rdb, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log, tracer)
+	obs := jobsapi.NewObserver()
+	reg.MustRegister(obs) // its series stay at their totals while this node stands by
+	jobsRole, ln, err := o.jobsRole(ctx, rdb, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), obs, log, tracer)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
@@ -157,7 +159,7 @@ func registerSchedulerMetrics(reg *prometheus.Registry, s *scheduler.Scheduler, 
 
 // jobsRole opens the listener of /v1 and the role that serves it while
 // this node leads; metrics answers /metrics there.
-func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, metrics http.Handler, log *slog.Logger, tracer trace.Tracer) (*jobsrole.Role, net.Listener, error) {
+func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClient, metrics http.Handler, obs jobs.Observer, log *slog.Logger, tracer trace.Tracer) (*jobsrole.Role, net.Listener, error) {
 	tiers, err := jobs.ParseTiers(o.jobTiers)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--job-tiers: %w", err)
@@ -177,7 +179,8 @@ func (o *schedulerOptions) jobsRole(ctx context.Context, rdb redis.UniversalClie
 	role, err := jobsrole.New(ctx, jobsrole.Config{
 		Client: rdb, Keys: redisq.NewKeys(o.prefix), Listener: ln, Advertise: "http://" + advertise,
 		Tiers: tiers, LeaseTTL: o.agentLease, KeyRetention: o.keyRetention, MaxBody: int64(o.maxBody),
-		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log, Metrics: metrics, Tracer: tracer,
+		AdminToken: o.adminToken, AdminTokenFile: o.adminTokenFile, Logger: log, Metrics: metrics,
+		Observer: obs, Tracer: tracer,
 	})
 	if err != nil {
 		ln.Close()

@@ -81,8 +81,8 @@ func printStats(w io.Writer, s client.Stats) error {
 		return err
 	}
 	c := s.Counters
-	_, err := fmt.Fprintf(w, "\nstarted %d, succeeded %d, failed %d, retried %d, cancelled %d, downgrades %d, lease expiries %d\n",
-		c.Started, c.Succeeded, c.Failed, c.Retried, c.Cancelled, c.Downgrades, c.LeaseExpiries)
+	_, err := fmt.Fprintf(w, "\nstarted %d, succeeded %d, failed %d, retried %d, cancelled %d, downgrades %d, lease expiries %d, snoozed %d, timed out %d, expired %d\n",
+		c.Started, c.Succeeded, c.Failed, c.Retried, c.Cancelled, c.Downgrades, c.LeaseExpiries, c.Snoozed, c.TimedOut, c.Expired)
 	return err
 }
 

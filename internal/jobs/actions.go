@@ -156,6 +156,7 @@ func (e *Engine) runNowStep(id string) error {
 	}
 	now := e.cfg.Now()
 	j.runAt, j.retryAt = time.Time{}, time.Time{}
+	e.readied(j, now)
 	e.emit(Op{Kind: OpRequeue, ID: j.n, At: now})
 	return nil
 }

@@ -195,6 +195,7 @@ func (e *Engine) pullLocked(agentID string, max int) []jobtype.LeasedJob {
 		j := e.live[a.JobID]
 		j.running, j.attempt, j.agent, j.retryAt = true, a.Attempt, agentID, time.Time{}
 		e.agents[agentID].held[a.JobID] = a.Attempt
+		e.observeStart(j, now)
 		timeout := a.Duration.Milliseconds()
 		if j.timeoutMs > 0 && j.timeoutMs < timeout {
 			timeout = j.timeoutMs
@@ -234,6 +235,7 @@ func (e *Engine) unleaseLocked(id string, attempt int) {
 	}
 	e.dropHeld(j)
 	j.running, j.agent, j.attempt = false, "", attempt-1
+	e.readied(j, e.cfg.Now())
 	e.emit(Op{Kind: OpRequeue, ID: j.n, At: e.cfg.Now()})
 }
 

@@ -52,6 +52,9 @@ type Config struct {
 	// and the jitter of backoffs (default: randomly seeded).
 	Rand   *rand.Rand
 	Logger *slog.Logger
+	// Observer, when set, learns of every attempt's start and end, for
+	// metrics (observe.go).
+	Observer Observer
 }
 
 // DefaultTiers are the duration tiers of generic jobs unless configured:
@@ -120,6 +123,7 @@ type Engine struct {
 	cronNext time.Time             // their earliest next tick; zero: none
 	dd       dedup                 // idempotency keys and unique jobs (dedup.go)
 	wf       wfWatch               // who waits for which workflow to finish (wfwait.go)
+	obs      obsState              // for Config.Observer (observe.go)
 }
 
 // liveJob is what the engine keeps of an unfinished job beside the core.
@@ -137,6 +141,8 @@ type liveJob struct {
 	agent     string
 	unique    string    // its unique key; "": not a unique job
 	runAt     time.Time // when a job that never ran is due (scheduled until then)
+	readyAt   time.Time // when it last became ready; kept for Config.Observer only
+	startedAt time.Time // when its attempt started; kept for Config.Observer only
 }
 
 // Open rebuilds the engine's state from the store.
@@ -359,6 +365,8 @@ func (e *Engine) requeued(id string, at time.Time, r *jobtype.Result) {
 	if j == nil {
 		return
 	}
+	e.observeEnd(j, OutcomeRetried)
+	e.readied(j, at)
 	e.dropHeld(j)
 	j.running, j.agent = false, ""
 	if at.After(e.cfg.Now()) {
@@ -373,6 +381,7 @@ func (e *Engine) finished(id string, s jobtype.State, at time.Time, r *jobtype.R
 	if j == nil {
 		return
 	}
+	e.observeFinish(j, s, r)
 	delete(e.live, id)
 	delete(e.traces, id)
 	e.liveGone(j)

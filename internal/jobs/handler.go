@@ -121,6 +121,8 @@ func (e *Engine) snoozeLocked(r *jobtype.Result) jobtype.Ack {
 	if ack.Ignored || j == nil {
 		return jobtype.Ack{ID: r.ID, Ignored: true}
 	}
+	e.observeEnd(j, OutcomeSnoozed)
+	e.readied(j, ack.RetryAt)
 	e.dropHeld(j)
 	j.running, j.agent, j.attempt = false, "", r.Attempt-1
 	if ack.RetryAt.After(e.cfg.Now()) {

@@ -155,7 +155,7 @@ func statsOf(snap sched.Snapshot) jobtype.Stats {
 	c := snap.Counters
 	st.Counters = jobtype.Counters{Started: int64(c.Started), Succeeded: int64(c.Succeeded), Failed: int64(c.Failed),
 		Retried: int64(c.Retried), Cancelled: int64(c.Cancelled), Downgrades: int64(c.Downgrades),
-		LeaseExpiries: int64(c.LeaseExpiries)}
+		LeaseExpiries: int64(c.LeaseExpiries), Snoozed: int64(c.Snoozes), TimedOut: int64(c.TimeLimits), Expired: int64(c.Expired)}
 	return st
 }
 

@@ -78,6 +78,7 @@ func (e *Engine) restoreJobs(recs []Record) error {
 		e.keepTrace(cs.ID, sp.Traceparent)
 		if r.Attempt > 0 || runAt.IsZero() {
 			e.live[cs.ID].retryAt = r.ReadyAt
+			e.readied(e.live[cs.ID], r.ReadyAt)
 		}
 		e.addUniqueLocked(e.live[cs.ID], specUniqueKey(&sp, r.CreatedAt))
 		if r.Running {

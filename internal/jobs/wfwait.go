@@ -23,6 +23,7 @@ type wfWatch struct {
 // putLive records an unfinished job beside the core.
 func (e *Engine) putLive(j *liveJob) {
 	e.live[j.id] = j
+	e.watchDeps(j)
 	if j.workflow == 0 {
 		return
 	}

@@ -35,6 +35,7 @@ type embedded struct {
 	jobsAPI  http.Handler
 	toks     *tokens.Store
 	history  *dashboard.Recorder
+	jobsObs  *jobsapi.Observer // the generic jobs' wait and run times and outcomes
 }
 
 // openEmbedded builds the embedded default on the open data file and
@@ -64,7 +65,7 @@ func openEmbedded(ctx context.Context, cfg Config, db *sql.DB, reg prometheus.Re
 	if err := m.openJobs(ctx, db); err != nil {
 		return nil, err
 	}
-	reg.MustRegister(jobsapi.NewCollector(m.jobs))
+	reg.MustRegister(jobsapi.NewCollector(m.jobs), m.jobsObs)
 	return m, nil
 }
 
@@ -76,7 +77,9 @@ func (m *embedded) openJobs(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	jc := m.cfg.Jobs
-	m.jobs, err = jobs.Open(ctx, jobs.Config{Store: m.jobStore, Tiers: jc.Tiers, LeaseTTL: jc.LeaseTTL, KeyRetention: jc.KeyRetention, Logger: m.cfg.Logger})
+	m.jobsObs = jobsapi.NewObserver()
+	m.jobs, err = jobs.Open(ctx, jobs.Config{Store: m.jobStore, Tiers: jc.Tiers, LeaseTTL: jc.LeaseTTL, KeyRetention: jc.KeyRetention, Logger: m.cfg.Logger,
+		Observer: m.jobsObs})
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	Metrics http.Handler
 	// Tracer, when set, records /v1's spans of jobs (jobsapi.Config).
 	Tracer trace.Tracer
+	// Observer, when set, learns of the attempts of every term's engine
+	// (jobs.Config.Observer).
+	Observer jobs.Observer
 }
 
 // Role serves /v1 while its node leads.
@@ -170,7 +173,8 @@ func (r *Role) WhileLeading(ctx context.Context, token string) {
 func (r *Role) open(ctx context.Context, store *redisjobs.Store, log *slog.Logger) (*jobs.Engine, error) {
 	wait := 50 * time.Millisecond
 	for {
-		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, KeyRetention: r.cfg.KeyRetention, Logger: log})
+		engine, err := jobs.Open(ctx, jobs.Config{Store: store, Tiers: r.cfg.Tiers, LeaseTTL: r.cfg.LeaseTTL, KeyRetention: r.cfg.KeyRetention, Logger: log,
+			Observer: r.cfg.Observer})
 		if err == nil || errors.Is(err, redisjobs.ErrFenced) || ctx.Err() != nil {
 			return engine, err
 		}
