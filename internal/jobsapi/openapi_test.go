@@ -597,7 +597,6 @@ func TestOpenAPIAnswers(t *testing.T) {
 	do("GET", "/v1/jobs/"+opsIDs[0], nil, 200)
 	do("GET", "/v1/whoami", nil, 200)
 
-
 	// Tokens.
 	tok := decodeAs[struct{ ID string }](t, do("POST", "/v1/tokens", map[string]any{"name": "t", "role": "client"}, 201)).ID
 	bad("POST", "/v1/tokens", map[string]any{"name": "t", "role": "boss"}, 400)
