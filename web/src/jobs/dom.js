@@ -15,11 +15,13 @@ export function h(tag, attrs, ...children) {
     else if (k === "hidden" || k === "checked" || k === "disabled" || k === "value") el[k] = v;
     else el.setAttribute(k === "className" ? "class" : k, v === true ? "" : String(v));
   }
-  append(el, children);
+  append(el, ...children);
   return el;
 }
 
-function append(el, children) {
+// append adds children to el as h does (strings as text; null,
+// undefined and false skipped).
+export function append(el, ...children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
@@ -36,7 +38,7 @@ export function setText(el, s) {
 // replace empties el and appends children.
 export function replace(el, ...children) {
   el.textContent = "";
-  append(el, children);
+  append(el, ...children);
 }
 
 // time formats an RFC 3339 time for people: local date and time, to the second.

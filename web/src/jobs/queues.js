@@ -3,7 +3,7 @@
 // pause and resume (PATCH /v1/queues/{name} {"active"}); and one queue's
 // page, which lists its jobs.
 import { api } from "./api.js";
-import { emptyRow, h, jobsHref, keyedRows, link, setText } from "./dom.js";
+import { append, emptyRow, h, jobsHref, keyedRows, link, setText } from "./dom.js";
 import { listView } from "./list.js";
 import { loadStats, rates } from "./stats.js";
 
@@ -54,7 +54,7 @@ export function queuesView(el, _args, ctx) {
   const cols = ["queue", "status", ...COUNTS, "jobs"];
   if (ctx.admin) cols.push("action");
   const rateLine = h("p", { id: "rates" });
-  el.append(h("h2", {}, "Queues"), rateLine, roleNote(ctx),
+  append(el, h("h2", {}, "Queues"), rateLine, roleNote(ctx),
     h("table", { id: "queues" }, h("thead", {}, h("tr", {}, cols.map((c) => h("th", { scope: "col" }, c)))), tbody));
   const refresh = async () => {
     const [{ queues }, stats] = await Promise.all([api("GET", "/queues"), loadStats()]);
@@ -87,7 +87,7 @@ export function queueView(el, args, ctx) {
   const pause = ctx.admin ? pauseButton(() => refresh()) : null;
   if (pause) actions.append(pause);
   const listEl = h("div");
-  el.append(h("h2", {}, "Queue ", h("span", { id: "queue-name" }, args.name)), h("div", { className: "toolbar" }, summary, actions), roleNote(ctx), listEl);
+  append(el, h("h2", {}, "Queue ", h("span", { id: "queue-name" }, args.name)), h("div", { className: "toolbar" }, summary, actions), roleNote(ctx), listEl);
   const list = listView(listEl, { params: args.params, fixed: { queue: args.name } }, ctx);
   const refresh = async () => {
     const [q, stats] = await Promise.all([api("GET", `/queues/${encodeURIComponent(args.name)}`), loadStats(), list.refresh()]);

@@ -5,7 +5,7 @@
 import { api } from "./api.js";
 import { h, jobsHref, link, replace, setText, stateBadge } from "./dom.js";
 
-const W = 160, H = 46, GX = 70, GY = 18, PAD = 12;
+const W = 180, H = 46, GX = 70, GY = 18, PAD = 12;
 
 // layout answers each job's layer and row: {pos: Map id → {layer, row}, layers}.
 export function layout(jobs) {
@@ -33,6 +33,10 @@ export function layout(jobs) {
   return { pos, layers, deps };
 }
 
+// clip shortens s to n characters, ending it with "…" when cut (the
+// job's page has the whole name).
+const clip = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
+
 // drawDag draws the jobs as an SVG element.
 export function drawDag(jobs) {
   const { pos, layers, deps } = layout(jobs);
@@ -55,7 +59,7 @@ export function drawDag(jobs) {
     const { x, y } = at(j.id);
     svg.append(h("svg:a", { href: `/jobs/job/${encodeURIComponent(j.id)}`, "data-route": "", "data-job": j.id, className: "node" },
       h("svg:rect", { x, y, width: W, height: H, rx: "6", className: `state-${j.state}` }),
-      h("svg:text", { x: x + 8, y: y + 18, className: "node-title" }, `job ${j.id} · ${j.queue}`),
+      h("svg:text", { x: x + 8, y: y + 18, className: "node-title" }, clip(`job ${j.id} · ${j.queue}`, 25)),
       h("svg:text", { x: x + 8, y: y + 36, className: "node-state" }, j.state)));
   }
   return svg;
