@@ -1341,6 +1341,7 @@ const scenarios = {
     const ids = await enqueue(q, Array.from({ length: 130 }, (_, i) => ({ payload: i, tags: i % 2 ? ["odd", `n${i}`] : ["even"] })));
     await logInJobs(page, `/jobs/list?queue=${q}`);
     await waitRows(page, 50);
+    await page.waitForSelector(`#queue-names option[value="${q}"]`, { state: "attached" }); // the queue field suggests the queues
     const first = await rowIds(page);
     if (first[0] !== ids[129] || first[49] !== ids[80]) throw new Error(`page 1 is not the newest first: ${first[0]}…${first[49]}`);
     await page.click("#next-page");

@@ -2,9 +2,9 @@
 // the back button works), newest first by default, cursor paging that
 // fills each page, a selection with actions on it, and actions on every
 // job the filter selects with their progress.
-import { FILTER_FIELDS, fetchPage, filterOf } from "./api.js";
+import { FILTER_FIELDS, api, fetchPage, filterOf } from "./api.js";
 import { actOnFilter, actOnIds } from "./bulk.js";
-import { STATES, confirmAction, emptyRow, h, keyedRows, link, replace, setText, stateBadge, time } from "./dom.js";
+import { STATES, append, confirmAction, emptyRow, h, keyedRows, link, replace, setText, stateBadge, time } from "./dom.js";
 
 // PAGE is the jobs shown at once: the list never loads more than a page.
 export const PAGE = 50;
@@ -37,7 +37,8 @@ function filterForm(params, fixed, onApply) {
   const text = (k) => h("input", { type: "text", value: val(k), size: 14 });
   const when = (k) => h("input", { type: "datetime-local", value: toLocalInput(val(k)) });
   const form = h("form", { id: "filters", role: "search", "aria-label": "find jobs" },
-    fixed.queue ? null : field("queue", "queue", text("queue")),
+    fixed.queue ? null : field("queue", "queue", h("input", { type: "text", value: val("queue"), size: 14, list: "queue-names" })),
+    fixed.queue ? null : queueNames(),
     field("state", "state", stateSel),
     field("workflow", "workflow", text("workflow")),
     field("key", "key", text("key")),
@@ -61,6 +62,14 @@ function filterForm(params, fixed, onApply) {
     onApply(p);
   });
   return form;
+}
+
+// queueNames is a datalist of the queues, filled when /v1/queues answers
+// (the queue field suggests them; any text may still be typed).
+function queueNames() {
+  const dl = h("datalist", { id: "queue-names" });
+  api("GET", "/queues").then(({ queues }) => append(dl, queues.map((q) => h("option", { value: q.name })))).catch(() => {});
+  return dl;
 }
 
 // describe names a filter for people: "queue=mail, state=failed".
