@@ -11,9 +11,9 @@ rmSync(out, { recursive: true, force: true });
 mkdirSync(join(out, "assets"), { recursive: true });
 await esbuild.build({
   absWorkingDir: here,
-  entryPoints: { app: "src/app.js", dashboard: "src/dashboard.js", tex: "src/tex.js", style: "src/style.css" },
+  entryPoints: { app: "src/app.js", dashboard: "src/dashboard.js", tex: "src/tex.js", jobs: "src/jobs/main.js", style: "src/style.css" },
   outdir: join(out, "assets"),
   bundle: true, minify: true, format: "iife", target: "es2020",
   legalComments: "none", logLevel: "warning",
 });
-for (const f of ["index.html", "dashboard.html", "tex.html"]) copyFileSync(join(here, "src", f), join(out, f));
+for (const f of ["index.html", "dashboard.html", "tex.html", "jobs.html"]) copyFileSync(join(here, "src", f), join(out, f));

@@ -126,7 +126,7 @@ func TestOperatorViewsNeedTheAdminToken(t *testing.T) {
 		t.Errorf("deleting an unknown share with the admin token: %d %q; want 404", code, body)
 	}
 	// Without --auth the rest stays open.
-	for _, path := range []string{"/", "/api/info", "/livez", "/readyz", "/login"} {
+	for _, path := range []string{"/", "/jobs", "/jobs/job/3", "/api/info", "/livez", "/readyz", "/login"} {
 		if code, _, _ := send(t, ts.srv, "GET", path, "", nil); code != 200 {
 			t.Errorf("%s: %d; want 200 without --auth", path, code)
 		}

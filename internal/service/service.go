@@ -306,7 +306,7 @@ func (s *Service) routes() http.Handler {
 		s.operatorRoutes(mux, p.RequireAdmin)
 	}
 	if s.cfg.WebApp != nil {
-		for _, pat := range []string{"GET /{$}", "GET /s/{id}", "GET /tex", "GET /assets/"} {
+		for _, pat := range []string{"GET /{$}", "GET /s/{id}", "GET /tex", "GET /jobs", "GET /jobs/", "GET /assets/"} {
 			mux.Handle(pat, s.cfg.WebApp)
 		}
 	} else {

@@ -1,5 +1,6 @@
 // Package webapp serves the browser front end: the editor at / and /s/{id},
-// the dashboard at /dashboard, the TeX page at /tex, and the bundled assets under /assets/. The
+// the dashboard at /dashboard, the TeX page at /tex, the job browser at /jobs
+// (every path under it is the same page, which routes on the client), and the bundled assets under /assets/. The
 // bundle is built from web/ by `make web` and embedded, so serving it needs
 // no Node.
 package webapp
@@ -43,6 +44,8 @@ func Handler() http.Handler {
 	mux.HandleFunc("GET /s/{id}", page("index.html"))
 	mux.HandleFunc("GET /dashboard", page("dashboard.html"))
 	mux.HandleFunc("GET /tex", page("tex.html"))
+	mux.HandleFunc("GET /jobs", page("jobs.html"))
+	mux.HandleFunc("GET /jobs/", page("jobs.html"))
 	mux.HandleFunc("GET /assets/{name}", func(w http.ResponseWriter, r *http.Request) {
 		serveFile(w, r, files, "assets/"+r.PathValue("name"), "public, max-age=300")
 	})

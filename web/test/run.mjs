@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { enqueue, gate, logInJobs, newQueue, newToken, rowIds, startAgent, v1, waitJob, waitRows, waitText } from "./jobsui.mjs";
 
 const base = process.env.USHER_URL || "http://127.0.0.1:8080";
 const artifacts = join(dirname(fileURLToPath(import.meta.url)), "artifacts");
@@ -1277,6 +1278,368 @@ const scenarios = {
     const dot = shared.files.find((f) => f.filename === "dot.png");
     if (dot?.encoding !== "base64" || dot.content !== png.toString("base64")) throw new Error("shared dot.png: " + JSON.stringify(dot));
   },
+  // job browser (/jobs): web/src/jobs/, helpers in web/test/jobsui.mjs.
+  async "jobs: log in as admin; an agent's token is refused; a client sees no pause"(page) {
+    const q = await newQueue("login");
+    await page.goto(base + "/jobs");
+    await page.fill("#token", "usher_not-a-token");
+    await page.click("#login");
+    await waitText(page, "#login-error", /does not know this token/);
+    await page.fill("#token", await newToken("agent"));
+    await page.click("#login");
+    await waitText(page, "#login-error", /agent token .*needs an admin or client token/);
+    if (await page.isVisible("#jobs-nav")) throw new Error("an agent's token opened the job browser");
+    await page.fill("#token", process.env.USHER_TOKEN);
+    await page.click("#login");
+    await waitText(page, "#who", /\(admin\)/);
+    await page.waitForSelector(`button[aria-label="Pause queue ${q}"]`);
+    if (/\b(null|undefined)\b/.test(await page.textContent("#view"))) throw new Error("the queue list shows null or undefined");
+    await page.reload();
+    await waitText(page, "#who", /\(admin\)/); // the token stays for the tab
+    await expectAccessible(page, "the queue list");
+    await page.click("#logout");
+    await page.waitForSelector("#login-form:not([hidden])");
+    if (await page.evaluate(() => sessionStorage.length)) throw new Error("the token stayed in session storage after logging out");
+    await page.fill("#token", await newToken("client"));
+    await page.click("#login");
+    await waitText(page, "#who", /\(client\)/);
+    await page.waitForSelector(`#queues a:text-is("${q}")`);
+    await waitText(page, "#role-note", /Pausing and resuming queues needs an admin token/);
+    if (await page.$$eval("button.pause", (b) => b.length)) throw new Error("a client is offered pause buttons");
+    await page.click(`#queues a:text-is("${q}")`);
+    await page.waitForSelector("#bulk-all");
+    if (await page.$("button.pause")) throw new Error("a client is offered pause on the queue's page");
+    await expectAccessible(page, "the login form");
+  },
+  async "jobs: the queue list counts jobs per state; pause and resume"(page) {
+    const q = await newQueue("pause");
+    await v1("PATCH", `/queues/${q}`, { active: false });
+    const agent = await startAgent(q);
+    try {
+      await enqueue(q, [{ payload: "a" }, { payload: "b" }, { payload: "c" }]);
+      await logInJobs(page, "/jobs");
+      const row = `#queues tr[data-key="${q}"]`;
+      await waitText(page, `${row} .status`, /^paused$/);
+      await waitText(page, `${row} .queued`, /^3$/);
+      await waitText(page, "#rates", /per second over the last 10 s: [0-9.]+ started/);
+      await page.click(`button[aria-label="Resume queue ${q}"]`);
+      await waitText(page, `${row} .status`, /^active$/);
+      if (!(await v1("GET", `/queues/${q}`)).active) throw new Error("Resume left the queue paused");
+      await waitText(page, `${row} .queued`, /^0$/); // the agent ran them: the row follows without a reload
+      await page.click(`button[aria-label="Pause queue ${q}"]`);
+      await waitText(page, `${row} .status`, /^paused$/);
+      if ((await v1("GET", `/queues/${q}`)).active) throw new Error("Pause left the queue active");
+      await page.click(`${row} a:text-is("${q}")`);
+      await waitText(page, "#queue-summary", /^paused · 0 queued/);
+      await waitRows(page, 3);
+      await page.click(`button[aria-label="Resume queue ${q}"]`);
+      await waitText(page, "#queue-summary", /^active/);
+    } finally { agent.stop(); }
+  },
+  async "jobs: filters, search and paging, kept in the address"(page) {
+    const q = await newQueue("find");
+    const ids = await enqueue(q, Array.from({ length: 130 }, (_, i) => ({ payload: i, tags: i % 2 ? ["odd", `n${i}`] : ["even"] })));
+    await logInJobs(page, `/jobs/list?queue=${q}`);
+    await waitRows(page, 50);
+    await page.waitForSelector(`#queue-names option[value="${q}"]`, { state: "attached" }); // the queue field suggests the queues
+    const first = await rowIds(page);
+    if (first[0] !== ids[129] || first[49] !== ids[80]) throw new Error(`page 1 is not the newest first: ${first[0]}…${first[49]}`);
+    await page.click("#next-page");
+    await waitText(page, "#page-info", /^page 2: 50 job/);
+    const second = await rowIds(page);
+    if (second[0] !== ids[79] || !/after=/.test(page.url())) throw new Error(`page 2 starts at ${second[0]}, url ${page.url()}`);
+    await page.click("#next-page");
+    await waitText(page, "#page-info", /^page 3: 30 job\(s\), the last page/);
+    if (!(await page.isDisabled("#next-page"))) throw new Error("Next page is offered on the last page");
+    await page.goBack();
+    await waitText(page, "#page-info", /^page 2: 50 job/);
+    if ((await rowIds(page))[0] !== ids[79]) throw new Error("back did not show page 2 again");
+    await page.fill("#f-tag", "even");
+    await page.click("#apply");
+    await waitText(page, "#page-info", /^page 1: 50 job/);
+    if (!page.url().includes("tag=even") || page.url().includes("after=")) throw new Error("the address does not hold the filter: " + page.url());
+    if ((await page.$$eval("#jobs td.tags", (t) => t.filter((c) => c.textContent !== "even").length))) throw new Error("tag=even shows other jobs");
+    await page.fill("#f-tag", "");
+    await page.fill("#f-q", "n12");
+    await page.click("#apply");
+    await waitRows(page, 5); // the tags n121 … n129 of the odd jobs
+    const shared = page.url();
+    await page.fill("#f-q", "");
+    await page.selectOption("#f-state", "failed");
+    await page.click("#apply");
+    await waitText(page, "#jobs tbody", /no jobs match/);
+    await page.selectOption("#f-state", "queued");
+    await page.fill("#f-from", "2099-01-01T00:00");
+    await page.click("#apply");
+    await waitText(page, "#jobs tbody", /no jobs match/);
+    await page.fill("#f-from", "");
+    await page.fill("#f-to", "2099-01-01T00:00");
+    await page.selectOption("#f-order", "asc");
+    await page.click("#apply");
+    await waitRows(page, 50);
+    if ((await rowIds(page))[0] !== ids[0]) throw new Error("oldest first does not start with the first job");
+    await expectAccessible(page, "the job list");
+    // The address is the view: another tab opens it after logging in.
+    const other = await page.context().newPage();
+    await logInJobs(other, new URL(shared).pathname + new URL(shared).search);
+    await waitRows(other, 5);
+    if ((await other.inputValue("#f-q")) !== "n12") throw new Error("the shared address lost its search");
+    await other.close();
+  },
+  async "jobs: a job's page shows what it carries; retry, cancel, run now, delete"(page) {
+    const q = await newQueue("one");
+    const key = `${q}:k`;
+    const [id, later] = await enqueue(q, [
+      { payload: { n: 1, s: "x" }, tags: ["t1", "t2"], metadata: { owner: "ana" }, keys: [key], group: "g1", mode: "read" },
+      { payload: "later", delayMs: 3600000 },
+    ]);
+    await logInJobs(page, `/jobs/job/${id}`);
+    await waitText(page, "#job-state", /^queued$/);
+    await waitText(page, "#job-payload", /"n": 1,\s+"s": "x"/);
+    await waitText(page, "#job-metadata", /"owner": "ana"/);
+    await waitText(page, "#job-tags", /t1t2/);
+    await waitText(page, "#job-attempt", /^0 of 1$/);
+    await waitText(page, "#job-keys", new RegExp(`^${key}$`));
+    await waitText(page, "#job-facts", /groupg1 \(read\)/);
+    await waitText(page, "#job-timeline", /^created/);
+    if (!(await page.isDisabled('button[data-action="retry"]'))) throw new Error("Retry is offered for a queued job");
+    await expectAccessible(page, "a job's page");
+    await page.click('button[data-action="cancel"]');
+    await waitText(page, "#job-state", /^cancelled$/);
+    await page.click('button[data-action="retry"]');
+    await waitText(page, "#job-state", /^queued$/);
+    if ((await v1("GET", `/jobs/${id}`)).state !== "queued") throw new Error("Retry did not queue the job");
+    await page.click(`#job-keys a`);
+    await page.waitForURL(`${base}/jobs/list?key=${encodeURIComponent(key)}`);
+    await waitRows(page, 1);
+    await page.goto(`${base}/jobs/job/${later}`);
+    await waitText(page, "#job-state", /^scheduled$/);
+    await waitText(page, "#job-timeline", /due \(runAt\)/);
+    await page.click('button[data-action="run"]');
+    await waitText(page, "#job-state", /^queued$/);
+    await page.goto(`${base}/jobs/job/${id}`);
+    await waitText(page, "#job-state", /^queued$/);
+    await page.click('button[data-action="delete"]');
+    await waitText(page, "#confirm-text", /Delete job/);
+    await page.click("#confirm-cancel");
+    if ((await v1("GET", `/jobs/${id}`)).id !== id) throw new Error("a declined delete deleted");
+    await page.click('button[data-action="delete"]');
+    await page.click("#confirm-ok");
+    await page.waitForURL(new RegExp(`/jobs/list\\?queue=${q}$`));
+    const gone = await fetch(`${base}/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${process.env.USHER_TOKEN}` } });
+    if (gone.status !== 404) throw new Error(`the deleted job answers ${gone.status}`);
+    await waitRows(page, 1);
+  },
+  async "jobs: actions on a selection, and on every job of a filter with progress"(page) {
+    const q = await newQueue("bulk");
+    await enqueue(q, Array.from({ length: 600 }, (_, i) => ({ payload: i })));
+    await enqueue(q, Array.from({ length: 600 }, (_, i) => ({ payload: i })));
+    await logInJobs(page, `/jobs/list?queue=${q}`);
+    await waitRows(page, 50);
+    const [a, b] = await rowIds(page);
+    await page.check(`input[aria-label="select job ${a}"]`);
+    await page.check(`input[aria-label="select job ${b}"]`);
+    await waitText(page, "#selection", /^2 selected$/);
+    await page.click('button[data-action="cancel"]');
+    await waitText(page, "#action-result", /^Cancel: 2 of 2 changed\.$/);
+    await waitText(page, `#jobs tr[data-key="${a}"] .st`, /^cancelled$/);
+    await page.selectOption("#f-state", "queued");
+    await page.click("#apply");
+    await waitText(page, "#filter-desc", /state=queued/);
+    await page.evaluate(() => {
+      window.seen = [];
+      new MutationObserver(() => { const p = document.getElementById("bulk-progress"); if (p) window.seen.push(p.textContent); })
+        .observe(document.getElementById("bulk"), { subtree: true, childList: true, characterData: true });
+    });
+    await page.selectOption("#bulk-action", "cancel");
+    await page.click("#bulk-all");
+    await waitText(page, "#confirm-text", /Cancel every job matching queue=.*, state=queued\?/);
+    await page.click("#confirm-ok");
+    await waitText(page, "#bulk-progress", /^done: \d+ batch\(es\), 1198 matched, 1198 changed, 0 error\(s\)$/, 30000);
+    const seen = await page.evaluate(() => window.seen);
+    if (!seen.some((s) => /^working: 1 batch\(es\), \d+ matched/.test(s))) throw new Error("no progress between batches: " + JSON.stringify(seen));
+    await waitText(page, "#jobs tbody", /no jobs match/);
+    if ((await v1("GET", `/jobs?queue=${q}&state=queued`)).jobs.length) throw new Error("queued jobs are left");
+    await page.selectOption("#f-state", "cancelled");
+    await page.click("#apply");
+    await waitRows(page, 50);
+    await page.selectOption("#bulk-action", "retry");
+    await page.click("#bulk-all");
+    await page.click("#confirm-ok");
+    await waitText(page, "#bulk-progress", /^done: \d+ batch\(es\), 1200 matched, 1200 changed, 0 error\(s\)$/, 30000);
+    const left = await v1("GET", `/jobs?queue=${q}&state=queued&limit=1000`);
+    if (left.jobs.length !== 1000 || !left.next) throw new Error("retry on the filter did not queue all 1200 again");
+    // Stop: the second batch is held on its way (then sent on unchanged)
+    // until Stop was clicked, so the loop ends before a third.
+    let batches = 0, release;
+    const stopped = new Promise((r) => { release = r; });
+    await page.route("**/v1/jobs/actions", async (route) => { if (++batches === 2) await stopped; await route.continue(); });
+    await page.selectOption("#f-state", "queued");
+    await page.click("#apply");
+    await waitRows(page, 50);
+    await page.selectOption("#bulk-action", "cancel");
+    await page.click("#bulk-all");
+    await page.click("#confirm-ok");
+    await waitText(page, "#bulk-progress", /^working: 1 batch/);
+    await page.click("#bulk-stop");
+    release();
+    await waitText(page, "#bulk-progress", /^stopped after 2 batch\(es\): (\d+) matched, \1 changed, 0 error\(s\)$/);
+    const changed = Number((await page.textContent("#bulk-progress")).match(/(\d+) changed/)[1]);
+    const rest = await v1("GET", `/jobs?queue=${q}&state=queued&limit=1000`);
+    if (changed >= 1200 || rest.jobs.length !== 1200 - changed || batches !== 2) throw new Error(`after Stop: ${changed} changed, ${rest.jobs.length} queued, ${batches} batches sent`);
+  },
+  async "jobs: a workflow's DAG, each node a link to its job"(page) {
+    const q = await newQueue("flow");
+    const agent = await startAgent(q);
+    try {
+      const wf = await v1("POST", "/workflows", { name: "diamond <i>", jobs: [
+        { name: "a", queue: q, payload: "ok" }, { name: "b", queue: q, payload: "fail:no", after: ["a"] },
+        { name: "c", queue: q, payload: "ok", after: ["a"] }, { name: "d", queue: q, payload: "ok", after: ["b", "c"] }] });
+      const done = await v1("GET", `/workflows/${wf.id}?wait=30s`);
+      if (done.state !== "failed") throw new Error("the workflow ended " + done.state);
+      await logInJobs(page, `/jobs/workflows/${wf.id}`);
+      await page.waitForSelector("#dag a.node");
+      const nodes = await page.$$eval("#dag a.node", (as) => Object.fromEntries(as.map((a) => [a.dataset.job,
+        { x: Number(a.querySelector("rect").getAttribute("x")), cls: a.querySelector("rect").getAttribute("class"), label: a.textContent }])));
+      const n = (k) => nodes[wf.jobs[k]];
+      const want = { a: "succeeded", b: "failed", c: "succeeded", d: "cancelled" };
+      for (const [k, s] of Object.entries(want)) {
+        if (n(k)?.cls !== `state-${s}` || !n(k).label.endsWith(s)) throw new Error(`node ${k}: ${JSON.stringify(n(k))}, want ${s}`);
+      }
+      if (!(n("a").x < n("b").x && n("b").x === n("c").x && n("c").x < n("d").x)) throw new Error("not in layers: " + JSON.stringify(nodes));
+      const edges = await page.$$eval("#dag path.edge", (ps) => ps.map((p) => `${p.dataset.from}>${p.dataset.to}`).sort());
+      const wantEdges = [["a", "b"], ["a", "c"], ["b", "d"], ["c", "d"]].map(([f, t]) => `${wf.jobs[f]}>${wf.jobs[t]}`).sort();
+      if (JSON.stringify(edges) !== JSON.stringify(wantEdges)) throw new Error(`edges ${edges}, want ${wantEdges}`);
+      await waitText(page, "#wf-summary", /^“diamond <i>”, failed: /);
+      await expectAccessible(page, "a workflow");
+      await page.click(`#dag a[data-job="${wf.jobs.d}"]`);
+      await page.waitForURL(`${base}/jobs/job/${wf.jobs.d}`);
+      await waitText(page, "#job-state", /^cancelled$/);
+      await page.click("#job-workflow");
+      await page.waitForURL(`${base}/jobs/workflows/${wf.id}`);
+      await page.focus(`#dag a[data-job="${wf.jobs.b}"]`);
+      await page.keyboard.press("Enter");
+      await page.waitForURL(`${base}/jobs/job/${wf.jobs.b}`);
+      await waitText(page, "#job-output", /^no\n$/);
+    } finally { agent.stop(); }
+  },
+  async "jobs: keys and limits, with the queued jobs a key holds back"(page) {
+    const q = await newQueue("keys");
+    const p = `jbk${Date.now()}`;
+    await v1("PUT", "/limits", { pattern: `${p}:*`, limit: 1 });
+    await v1("PUT", "/limits", { pattern: `${p}-rate`, rate: "1/h" });
+    const g = gate();
+    const agent = await startAgent(q);
+    try {
+      const held = await enqueue(q, [0, 1, 2].map(() => ({ payload: g.payload, keys: [`${p}:a`] })));
+      await enqueue(q, [0, 1].map(() => ({ payload: "ok", keys: [`${p}-rate`] })));
+      await logInJobs(page, "/jobs/keys");
+      const row = `#keys tr[data-key="${p}:a"]`;
+      await waitText(page, `${row} .run`, /^1 \/ 1$/);
+      await waitText(page, `${row} .queued`, /^2$/);
+      await waitText(page, `#keys tr[data-key="${p}-rate"] .tokens`, /^0, next at /);
+      await waitText(page, `#limits tr[data-key="${p}:*"] .limit`, /^1$/);
+      await waitText(page, `#limits tr[data-key="${p}-rate"] .rate`, /^1\/h$/);
+      await expectAccessible(page, "keys and limits");
+      await page.click(`a[aria-label="queued jobs holding ${p}:a"]`);
+      await page.waitForURL(/\/jobs\/list\?key=.*&state=queued$/);
+      await waitRows(page, 2);
+      const shown = (await rowIds(page)).sort();
+      const running = (await v1("GET", `/jobs?key=${p}:a&state=running`)).jobs.map((j) => j.id);
+      if (shown.includes(running[0]) || shown.length + running.length !== held.length) throw new Error(`held back ${shown}, running ${running}`);
+      g.open();
+    } finally { agent.stop(); }
+  },
+  async "jobs: a job finishing changes the page without a reload"(page) {
+    const q = await newQueue("live");
+    const g = gate();
+    const agent = await startAgent(q);
+    try {
+      const [id] = await enqueue(q, [{ payload: g.payload }]);
+      await logInJobs(page, `/jobs/job/${id}`);
+      await waitText(page, "#job-state", /^running$/);
+      await waitText(page, "#job-progress-text", /50% waiting for the gate/);
+      await page.evaluate(() => { window.stillHere = true; });
+      g.open();
+      await waitText(page, "#job-state", /^succeeded$/);
+      await waitText(page, "#job-result", /"ok": true/);
+      await waitText(page, "#job-output", /^done gate:/);
+      await waitText(page, "#job-attempt", /^1 of 1$/);
+      await waitText(page, "#live", /^live, updated/);
+      // The list follows too: a new job shows on top, then finishes.
+      await page.click('#jobs-nav a[data-nav="list"]');
+      await page.waitForURL(`${base}/jobs/list`);
+      const g2 = gate();
+      const [id2] = await enqueue(q, [{ payload: g2.payload }]);
+      await page.waitForFunction((id) => document.querySelector("#jobs tbody tr")?.dataset.key === id, id2, { timeout: 10000 });
+      await waitText(page, `#jobs tr[data-key="${id2}"] .st`, /^running$/);
+      g2.open();
+      await waitText(page, `#jobs tr[data-key="${id2}"] .st`, /^succeeded$/);
+      if (!(await page.evaluate(() => window.stillHere))) throw new Error("the page was reloaded");
+    } finally { agent.stop(); }
+  },
+  async "jobs: HTML in a job's output, error, tags and metadata shows as text"(page) {
+    const q = await newQueue("html");
+    const agent = await startAgent(q);
+    const img = `<img src=x onerror="window.pwned=1">`;
+    try {
+      const [id] = await enqueue(q, [{ payload: `fail:${img}`, tags: ["<b>bold</b>"], metadata: { note: "<script>window.pwned=2</script>" } }]);
+      await waitJob(id, (j) => j.state === "failed", "failed");
+      await logInJobs(page, `/jobs/job/${id}`);
+      await waitText(page, "#job-state", /^failed$/);
+      if ((await page.textContent("#job-output")) !== img + "\n") throw new Error("the output is not its text: " + (await page.innerHTML("#job-output")));
+      await waitText(page, "#job-tags", /^<b>bold<\/b>$/);
+      await waitText(page, "#job-metadata", /<script>window.pwned=2<\/script>/);
+      await waitText(page, "#job-payload", /fail:<img src=x onerror=/);
+      await page.goto(`${base}/jobs/list?queue=${q}`);
+      await waitText(page, "#jobs td.tags", /^<b>bold<\/b>$/);
+      const found = await page.evaluate(() => ({ pwned: window.pwned, els: document.querySelectorAll("#view img, #view b, #view script").length }));
+      if (found.pwned || found.els) throw new Error("a job's content was read as HTML: " + JSON.stringify(found));
+    } finally { agent.stop(); }
+  },
+  async "jobs: time from login to a list of 10^5 queued jobs (printed, not asserted)"(page) {
+    const q = await newQueue("big");
+    const n = 100000, per = 1000;
+    const t0 = Date.now();
+    let last = "0";
+    for (let i = 0; i < n; i += per * 4) {
+      const parts = await Promise.all([0, 1, 2, 3].map((k) => enqueue(q, Array.from({ length: per }, (_, j) => ({ payload: i + k * per + j })))));
+      for (const id of parts.flat()) if (Number(id) > Number(last)) last = id; // the requests may land in any order
+    }
+    const enq = Date.now() - t0;
+    try {
+      await page.goto(`${base}/jobs/list?queue=${q}`);
+      await page.waitForSelector("#login-form:not([hidden])");
+      await page.fill("#token", process.env.USHER_TOKEN);
+      // In the page: from the form's submit to the 50th row in the DOM
+      // (a MutationObserver), without the harness's own delays.
+      await page.evaluate(() => {
+        window.timing = {};
+        document.getElementById("login-form").addEventListener("submit", () => { window.timing.submit = performance.now(); }, { capture: true });
+        new MutationObserver(() => { if (!window.timing.rows && document.querySelectorAll("#jobs tbody tr[data-key]").length === 50) window.timing.rows = performance.now(); })
+          .observe(document.getElementById("view"), { childList: true, subtree: true });
+      });
+      const start = Date.now();
+      await page.click("#login");
+      await page.waitForFunction((id) => document.querySelectorAll("#jobs tbody tr[data-key]").length === 50 && document.querySelector("#jobs tbody tr").dataset.key === id, last, { timeout: 30000 });
+      const list = Date.now() - start;
+      const inPage = await page.evaluate(() => Math.round(window.timing.rows - window.timing.submit));
+      // Where the time went: the two requests on the way, as the browser timed them.
+      const calls = await page.evaluate(() => performance.getEntriesByType("resource").filter((e) => /\/v1\/(whoami|jobs\?)/.test(e.name))
+        .slice(0, 2).map((e) => `${new URL(e.name).pathname} ${Math.round(e.duration)} ms`).join(", "));
+      const s1 = Date.now();
+      await page.click("#next-page");
+      await waitText(page, "#page-info", /^page 2: 50 job/, 30000);
+      const next = Date.now() - s1;
+      const s2 = Date.now();
+      await page.click('#jobs-nav a[data-nav="queues"]');
+      await waitText(page, `#queues tr[data-key="${q}"] .queued`, /^100000$/, 30000);
+      const queues = Date.now() - s2;
+      console.log(`     10^5 queued jobs (enqueued in ${enq} ms, 1000 a request): login to the newest 50 listed ${list} ms as the harness sees it, ${inPage} ms in the page (${calls}); next page ${next} ms; queue list with counts ${queues} ms`);
+    } finally {
+      await v1("DELETE", `/queues/${q}`); // cancels its queued jobs, so that later scenarios see a quiet server
+    }
+  },
 };
 
 // Scenarios run two at a time, each in its own browser context: most wait
@@ -1292,6 +1655,8 @@ const alone = new Set([
   "embed.js on another origin's page turns asy blocks into figures and errors",
   "symbols: dra completes to draw with its signatures, hover shows them, import gr offers graph",
   "time from page load to the default figure, cold and warm (printed, not asserted)",
+  "jobs: the queue list counts jobs per state; pause and resume",
+  "jobs: time from login to a list of 10^5 queued jobs (printed, not asserted)",
 ]);
 for (const name of alone) if (!scenarios[name]) throw new Error(`alone: no scenario "${name}"`);
 const lanes = Number(process.env.USHER_WEBTEST_LANES || 2);
