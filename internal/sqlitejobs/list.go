@@ -11,8 +11,7 @@ import (
 	"github.com/usherhq/usher/jobtype"
 )
 
-// Jobs implements jobs.Store. One index drives the page (a tag's, a
-// key's, a workflow's, a state's, a queue's, or the ids'): at most
+// Jobs implements jobs.Store. One index drives the page (listDriver): at most
 // f.ScanLimit() of its ids after the cursor are examined, and the other
 // conditions are checked on each. Every value is a bound parameter.
 func (s *Store) Jobs(ctx context.Context, f jobs.Filter) (jobs.Page, error) {
@@ -132,8 +131,9 @@ func listQuery(f jobs.Filter) (query, bool) {
 	return query{driver: driver, driverArgs: dargs, edge: edge, sql: sqlText, args: all}, true
 }
 
-// listDriver picks the narrowest index a filter names: its ids after the
-// cursor, in the listing's order.
+// listDriver picks the narrowest index a filter names (a tag's, a key's,
+// a workflow's, a queue's jobs in one state, a state's, a queue's): its
+// ids after the cursor, in the listing's order.
 func listDriver(f jobs.Filter, cmp string) (string, []any) {
 	var sqlText string
 	var args []any
@@ -145,6 +145,8 @@ func listDriver(f jobs.Filter, cmp string) (string, []any) {
 	case f.Workflow != "":
 		n, _ := strconv.ParseInt(f.Workflow, 10, 64)
 		sqlText, args = `SELECT id AS did FROM jobs WHERE workflow = ?`, []any{n}
+	case f.State != "" && f.Queue != "":
+		sqlText, args = `SELECT id AS did FROM jobs WHERE queue = ? AND state = ?`, []any{f.Queue, stateCode(f.State)}
 	case f.State != "":
 		sqlText, args = `SELECT id AS did FROM jobs WHERE state = ?`, []any{stateCode(f.State)}
 	case f.Queue != "":
