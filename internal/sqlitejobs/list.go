@@ -132,11 +132,14 @@ func listQuery(f jobs.Filter) (query, bool) {
 }
 
 // listDriver picks the narrowest index a filter names (a tag's, a key's,
-// a workflow's, a queue's jobs in one state, a state's, a queue's): its
-// ids after the cursor, in the listing's order.
+// a workflow's, the unfinished jobs', the failed or cancelled jobs' by
+// queue or all, a queue's): its ids after the cursor, in the listing's
+// order. Each partial index's condition is repeated literally, so that
+// SQLite sees the index applies.
 func listDriver(f jobs.Filter, cmp string) (string, []any) {
 	var sqlText string
 	var args []any
+	code := stateCode(f.State)
 	switch {
 	case f.Tag != "":
 		sqlText, args = `SELECT job AS did FROM job_tags WHERE tag = ?`, []any{f.Tag}
@@ -145,10 +148,12 @@ func listDriver(f jobs.Filter, cmp string) (string, []any) {
 	case f.Workflow != "":
 		n, _ := strconv.ParseInt(f.Workflow, 10, 64)
 		sqlText, args = `SELECT id AS did FROM jobs WHERE workflow = ?`, []any{n}
-	case f.State != "" && f.Queue != "":
-		sqlText, args = `SELECT id AS did FROM jobs WHERE queue = ? AND state = ?`, []any{f.Queue, stateCode(f.State)}
-	case f.State != "":
-		sqlText, args = `SELECT id AS did FROM jobs WHERE state = ?`, []any{stateCode(f.State)}
+	case f.State != "" && code < stSucceeded:
+		sqlText, args = `SELECT id AS did FROM jobs WHERE state < 2 AND state = ?`, []any{code}
+	case f.State != "" && code > stSucceeded && f.Queue != "":
+		sqlText, args = `SELECT id AS did FROM jobs WHERE state >= 3 AND queue = ? AND state = ?`, []any{f.Queue, code}
+	case f.State != "" && code > stSucceeded:
+		sqlText, args = `SELECT id AS did FROM jobs WHERE state >= 3 AND state = ?`, []any{code}
 	case f.Queue != "":
 		sqlText, args = `SELECT id AS did FROM jobs WHERE queue = ?`, []any{f.Queue}
 	default:

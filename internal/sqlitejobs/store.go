@@ -74,8 +74,10 @@ CREATE TABLE job_request_keys (key TEXT PRIMARY KEY, jobs TEXT NOT NULL, created
 CREATE INDEX job_request_keys_by_time ON job_request_keys(created_at);
 `, `
 -- What a listing finds jobs by (list.go): their tags and keys, one row
--- each, gone with the job's row; a queue's, a state's and a queue's in
--- one state in id order.
+-- each, gone with the job's row; a queue's jobs, and the failed and
+-- cancelled ones (by queue too), in id order. The unfinished ones have
+-- jobs_unfinished. A job's start and success change no index of these
+-- but that one: they are every job's path.
 CREATE TABLE job_tags (tag TEXT NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (tag, job)) WITHOUT ROWID;
 CREATE INDEX job_tags_by_job ON job_tags(job);
 CREATE TABLE job_keys (key TEXT NOT NULL, job INTEGER NOT NULL, PRIMARY KEY (key, job)) WITHOUT ROWID;
@@ -86,8 +88,8 @@ CREATE TRIGGER jobs_labels_gone AFTER DELETE ON jobs BEGIN
 	DELETE FROM job_keys WHERE job = old.id;
 END;
 CREATE INDEX jobs_by_queue ON jobs(queue, id);
-CREATE INDEX jobs_by_state ON jobs(state, id);
-CREATE INDEX jobs_by_queue_state ON jobs(queue, state, id);
+CREATE INDEX jobs_failed_or_cancelled ON jobs(state, id) WHERE state >= 3;
+CREATE INDEX jobs_failed_or_cancelled_by_queue ON jobs(queue, state, id) WHERE state >= 3;
 `, `
 -- A job's attempts that ended without success, written as each ends
 -- (attempts.go); gone with the job's row.
