@@ -66,12 +66,18 @@ func TestRedisKilledAndRestartedUnderClients(t *testing.T) {
 	// A task a backend was taking when Redis died may end, but only with a
 	// text that names the fault; any other text fails below. (The keys
 	// of errs are "verb: text".)
-	for ending := range errs {
+	faults := 0
+	for ending, count := range errs {
 		if _, text, _ := strings.Cut(ending, ": "); asyqueue.ServerFault(text) {
 			delete(errs, ending)
+			faults += count
 		}
 	}
-	checkEndings(t, ok, n, errs)
+	if faults > 2 {
+		t.Errorf("%d tasks ended with the fault; only the two running when Redis died may", faults)
+	}
+	checkEndingsAtLeast(t, ok, n, (n-faults)*9/10, errs) // the waiting ones carry on
+	t.Logf("%d of %d tasks succeeded, %d ended with the fault", ok, n, faults)
 	const bound = 30 * time.Second
 	for i, at := range ended {
 		if at.Sub(back) > bound {
