@@ -90,7 +90,7 @@ export async function waitJob(id, ok, what) {
 
 // waitText waits until the text of selector's element matches re (10 s).
 export async function waitText(page, selector, re, timeout = 10000) {
-  await page.waitForFunction(([s, src]) => new RegExp(src).test(document.querySelector(s)?.textContent ?? ""), [selector, re.source], { timeout })
+  await page.waitForFunction(([s, src, flags]) => new RegExp(src, flags).test(document.querySelector(s)?.textContent ?? ""), [selector, re.source, re.flags], { timeout })
     .catch(async () => { throw new Error(`${selector} shows ${JSON.stringify(await page.$eval(selector, (e) => e.textContent).catch(() => "(absent)"))}, never ${re}`); });
 }
 

@@ -1566,9 +1566,13 @@ const scenarios = {
       await waitText(page, "#job-output", /^done gate:/);
       await waitText(page, "#job-attempt", /^1 of 1$/);
       await waitText(page, "#live", /^live, updated/);
-      // The list follows too: a new job shows on top, then finishes.
+      // The list follows too: a new job of this queue shows on top, then
+      // finishes (the queue's own list: other scenarios add jobs meanwhile).
       await page.click('#jobs-nav a[data-nav="list"]');
       await page.waitForURL(`${base}/jobs/list`);
+      await page.fill("#f-queue", q);
+      await page.click("#apply");
+      await page.waitForURL(`${base}/jobs/list?queue=${q}`);
       const g2 = gate();
       const [id2] = await enqueue(q, [{ payload: g2.payload }]);
       await page.waitForFunction((id) => document.querySelector("#jobs tbody tr")?.dataset.key === id, id2, { timeout: 10000 });
@@ -1578,8 +1582,8 @@ const scenarios = {
       if (!(await page.evaluate(() => window.stillHere))) throw new Error("the page was reloaded");
     } finally { agent.stop(); }
   },
-  async "jobs: HTML in a job's output, error, tags and metadata shows as text"(page) {
-    const q = await newQueue("html");
+  async "jobs: HTML in a job's output, error, tags and metadata shows as text; its attempts are listed"(page) {
+    const q = await newQueue("html", { retry: { maxAttempts: 2, backoffMs: 1 } });
     const agent = await startAgent(q);
     const img = `<img src=x onerror="window.pwned=1">`;
     try {
@@ -1591,6 +1595,11 @@ const scenarios = {
       await waitText(page, "#job-tags", /^<b>bold<\/b>$/);
       await waitText(page, "#job-metadata", /<script>window.pwned=2<\/script>/);
       await waitText(page, "#job-payload", /fail:<img src=x onerror=/);
+      // Both attempts failed: the first was retried; each is listed with its exit code and output.
+      await waitText(page, "#job-attempts tbody", /^1webtest-.*3.*2webtest-.*3/s);
+      if ((await page.locator("#job-attempts tbody tr").count()) !== 2) throw new Error("the attempts table has not two rows");
+      if ((await page.textContent("#job-attempts tbody tr pre")) !== img + "\n") throw new Error("an attempt's output is not its text");
+      await waitText(page, "#job-timeline", /attempt 1 started.*attempt 1 ended/s);
       await page.goto(`${base}/jobs/list?queue=${q}`);
       await waitText(page, "#jobs td.tags", /^<b>bold<\/b>$/);
       const found = await page.evaluate(() => ({ pwned: window.pwned, els: document.querySelectorAll("#view img, #view b, #view script").length }));

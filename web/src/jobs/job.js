@@ -1,6 +1,6 @@
 // One job: what it carries (payload, tags, metadata), where it stands
 // (state, attempt n of max, progress, timeline), what it left (error,
-// output tail, result), its keys, group and workflow, and the actions
+// output tail, result, the attempts that ended without success), its keys, group and workflow, and the actions
 // retry, cancel, run now and delete. Every value is shown as text.
 import { api } from "./api.js";
 import { confirmAction, duration, h, jobsHref, json, link, replace, setText, stateBadge, time } from "./dom.js";
@@ -75,6 +75,7 @@ function render(body, j) {
       j.tags?.length ? h("ul", { id: "job-tags", className: "tags" }, j.tags.map((t) => h("li", {}, link(jobsHref({ tag: t }), t)))) : h("p", {}, "none")),
     block("metadata", "Metadata", j.metadata),
     block("payload", "Payload (args)", j.payload),
+    attempts(j),
     j.error ? textBlock("error", "Last error", j.error) : null,
     j.output ? textBlock("output", "Output (the tail the server keeps)", j.output) : null,
     j.result !== undefined ? block("result", "Result", j.result) : null);
@@ -99,6 +100,22 @@ function facts(j) {
   return dl;
 }
 
+// attempts lists the job's attempts that ended without success, oldest
+// first, each with its error and the tail of its output.
+function attempts(j) {
+  if (!j.attempts?.length) return null;
+  const rows = j.attempts.map((a) => h("tr", {},
+    h("td", {}, String(a.attempt)), h("td", {}, a.agent || "–"),
+    h("td", {}, a.startedAt ? time(a.startedAt) : "–"), h("td", {}, time(a.endedAt)),
+    h("td", {}, a.exitCode === undefined ? "–" : String(a.exitCode)),
+    h("td", { className: "err" }, a.error || "–"),
+    h("td", {}, a.output ? h("details", {}, h("summary", {}, "output"), h("pre", { tabindex: "0" }, a.output)) : "–")));
+  return h("section", { "aria-labelledby": "h-attempts" }, h("h3", { id: "h-attempts" }, "Attempts that did not succeed"),
+    h("table", { id: "job-attempts" },
+      h("thead", {}, h("tr", {}, ["attempt", "agent", "started", "ended", "exit", "error", "output tail"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, rows)));
+}
+
 function progress(j) {
   if (!j.progress) return null;
   const v = Math.max(0, Math.min(1, j.progress.value));
@@ -110,7 +127,8 @@ function progress(j) {
 // timeline lists the times the job carries, in order, with the time
 // between each and the one before.
 function timeline(j) {
-  const ev = [["created", j.createdAt], ["due (runAt)", j.runAt], ["started", j.startedAt], ["finished", j.finishedAt], ["deadline", j.deadline]]
+  const tries = (j.attempts || []).flatMap((a) => [[`attempt ${a.attempt} started`, a.startedAt], [`attempt ${a.attempt} ended`, a.endedAt]]);
+  const ev = [["created", j.createdAt], ["due (runAt)", j.runAt], ...tries, ["started", j.startedAt], ["finished", j.finishedAt], ["deadline", j.deadline]]
     .filter(([, t]) => t).map(([k, t]) => [k, t, Date.parse(t)]);
   ev.sort((a, b) => a[2] - b[2]);
   return h("ol", { id: "job-timeline" }, ev.map(([k, t, at], i) =>
