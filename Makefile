@@ -114,7 +114,7 @@ benchsmoke: build
 	bash bench/cycleratio.sh -rate -n 1 -ops 2000
 	$(GO) run ./bench/ratehold -duration 2s
 	$(GO) run ./bench/gctimer -objects 10000 -waits 5
-	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1
+	$(GO) run ./bench/asyload -backends 1 -tasks 3 -warmup 1 -task-timeout 10s
 	bash bench/estimates-redis.sh -b 1 -- -clients 3 -every 50ms -warmup 1 -busy-max 300ms
 	$(GO) run ./bench/soak -duration 10s -every 3s -bin $(BIN)
 	bash bench/startup.sh -n 1 $(BIN)

@@ -52,6 +52,7 @@ func main() {
 	backends := flag.Int("backends", 2, "local sandboxed backends of the service in process")
 	tasks := flag.Int("tasks", 60, "tasks submitted at once for the saturation run")
 	warmup := flag.Int("warmup", 10, "tasks run first so that the core learns durations")
+	taskTimeout := flag.Duration("task-timeout", 3*time.Second, "saturation: the time limit each task names, a tier's (3s, 10s or 30s by default)")
 	var a arrivals
 	flag.IntVar(&a.clients, "clients", 40, "estimates: clients per run")
 	flag.DurationVar(&a.every, "every", 150*time.Millisecond, "estimates: time between two arrivals")
@@ -74,9 +75,9 @@ func main() {
 	}
 	switch *mode {
 	case "saturation":
-		run(target, *warmup, 0)
+		run(target, *warmup, 0, *taskTimeout)
 		start := time.Now()
-		samples := run(target, *tasks, *warmup)
+		samples := run(target, *tasks, *warmup, *taskTimeout)
 		report(samples, start, *backends)
 	case "estimates":
 		stats, err := measureEstimates(target, a, *warmup, *runs)
@@ -145,15 +146,16 @@ func startService(backends int) (string, func()) {
 	return ln.Addr().String(), func() { cancel(); <-done; os.RemoveAll(dir) }
 }
 
-// run submits n distinct tasks at once and waits for all of them.
-func run(url string, n, offset int) []sample {
+// run submits n distinct tasks at once, each with the time limit
+// timeout, and waits for all of them.
+func run(url string, n, offset int, timeout time.Duration) []sample {
 	out := make([]sample, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := compileAt(url, fmt.Sprintf("%s// task %d\n", asybench.Figure, offset+i), 3*time.Second)
+			s, err := compileAt(url, fmt.Sprintf("%s// task %d\n", asybench.Figure, offset+i), timeout)
 			if err != nil {
 				log.Fatalf("task %d: %v", i, err)
 			}
